@@ -1,0 +1,59 @@
+"""The ``trainlaunch`` command: a lazy click group (subcommands are imported when used)."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from trainlaunch import settings
+
+from trainlaunch.cli.boundary import main  # noqa: F401 (console script entry point)
+
+# name -> (module, one-line help). Kept literal so `trainlaunch --help` imports nothing else.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("trainlaunch.cli.run", "Run a component; print its handle."),
+    "status": ("trainlaunch.cli.status", "Show the state of an app and its replicas."),
+    "logs": ("trainlaunch.cli.logs", "Print (or follow) the logs of an app."),
+    "stop": ("trainlaunch.cli.stop", "Stop an app and every process of it."),
+    "wait": ("trainlaunch.cli.wait", "Wait for an app to end; exit code tells how it ended."),
+    "list": ("trainlaunch.cli.listing", "List apps."),
+    "describe": ("trainlaunch.cli.describe", "Show how an app was submitted."),
+    "builtins": ("trainlaunch.cli.builtins", "List the components that can be run."),
+    "runopts": ("trainlaunch.cli.runopts_cmd", "Show the options of scheduler backends."),
+    "metrics": ("trainlaunch.cli.metrics", "Show the metrics an app's ranks logged."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands live in their own modules, loaded on demand."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module = importlib.import_module(COMMANDS[cmd_name][0])
+        return module.command  # type: ignore[no-any-return]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_) for name, (_, help_) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+EPILOG = """\b
+Exit codes: 0 ok, 1 app failed (wait), 2 usage error, 3 scheduler error,
+4 app not found, 5 app store error, 6 app cancelled (wait), 7 wait timed out,
+70 internal error, 130 interrupted. See docs/cli.md.
+"""
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EPILOG)
+@click.version_option(package_name="trainlaunch", prog_name="trainlaunch")
+@click.option("--debug", is_flag=True, envvar=settings.DEBUG,
+              help="Show full tracebacks for errors.")
+def cli(debug: bool) -> None:
+    """trainlaunch: launch PyTorch training on local, Slurm and Kubernetes backends."""

@@ -1,0 +1,88 @@
+"""The one error boundary: errors become ``error: ...`` / ``hint: ...`` and an exit code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from typing import NoReturn
+
+import click
+
+from trainlaunch import settings
+from trainlaunch.errors import ExitCode, TrainlaunchError
+
+
+def _debug(argv: list[str]) -> bool:
+    return "--debug" in argv or os.environ.get(settings.DEBUG, "") not in ("", "0")
+
+
+def _say(kind: str, text: str) -> None:
+    first, *rest = str(text).strip().splitlines() or [""]
+    sys.stderr.write(f"{kind}: {first}\n")
+    for line in rest:
+        sys.stderr.write(f"  {line}\n")
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Console-script entry point."""
+    from trainlaunch.cli import cli
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    code: int = ExitCode.OK
+    try:
+        cli.main(args=args, prog_name="trainlaunch", standalone_mode=False)
+    except TrainlaunchError as e:
+        if _debug(args):
+            traceback.print_exc()
+        _say("error", e.message)
+        if e.hint:
+            _say("hint", e.hint)
+        code = int(e.exit_code)
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help(), err=True)
+        code = ExitCode.USAGE
+    except click.UsageError as e:
+        _say("error", e.format_message())
+        cmd = e.ctx.command_path if e.ctx else "trainlaunch"
+        _say("hint", f"see `{cmd} --help`")
+        code = ExitCode.USAGE
+    except click.exceptions.Abort:
+        sys.stderr.write("\ninterrupted\n")
+        code = ExitCode.INTERRUPTED
+    except click.exceptions.Exit as e:
+        code = int(e.exit_code)
+    except click.ClickException as e:
+        _say("error", e.format_message())
+        code = ExitCode.USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("\ninterrupted\n")
+        code = ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (e.g. `trainlaunch logs ... | head`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = ExitCode.OK
+    except Exception as e:  # noqa: BLE001 - the single place unexpected errors are reported
+        if _debug(args):
+            traceback.print_exc()
+        _say("error", f"internal error: {type(e).__name__}: {e}")
+        _say("hint", "rerun with --debug and report the traceback")
+        code = ExitCode.INTERNAL
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(code)
+
+
+def raise_on_sigterm() -> None:
+    """Turn SIGTERM (and SIGHUP) into KeyboardInterrupt so long waits clean up the same way."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGHUP, handler)

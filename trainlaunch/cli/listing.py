@@ -1,0 +1,42 @@
+"""`trainlaunch list`."""
+
+from __future__ import annotations
+
+import click
+
+from trainlaunch.cli import output, render
+from trainlaunch.specs import AppState
+
+
+@click.command("list")
+@click.option("-s", "--scheduler", default=None, help="Backend to list (default: local).")
+@click.option("--state", "states", multiple=True,
+              type=click.Choice([s.name for s in AppState], case_sensitive=False),
+              help="Only apps in this state (repeatable).")
+@click.option("--running", is_flag=True, help="Only apps that have not ended.")
+@output.json_option
+def command(scheduler: str | None, states: tuple[str, ...], running: bool, as_json: bool) -> None:
+    """List apps, newest first."""
+    from trainlaunch.runner import get_runner
+
+    with get_runner() as runner:
+        rows = runner.list(scheduler or "local")
+    wanted = {s.upper() for s in states}
+    rows = [r for r in rows if (not wanted or r.state.name in wanted)
+            and (not running or not r.state.is_terminal)]
+    if as_json:
+        output.emit_json(render.list_doc(rows))
+    elif output.stdout_is_tty():
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=None)
+        for col in ("handle", "state", "name", "created", "note"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r.app_handle, Text(r.state.name,
+                                             style=render.STATE_STYLE.get(r.state, "")),
+                          r.name, render.when(r.created), r.msg)
+        output.rich_console().print(table)
+    else:
+        output.emit(render.list_text(rows))

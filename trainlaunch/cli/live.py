@@ -1,0 +1,56 @@
+"""Rich views for people: the status panel and the live view while waiting."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from trainlaunch.cli import render
+from trainlaunch.schedulers.api import DescribeAppResponse
+from trainlaunch.specs import AppState
+
+
+def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
+    """A rich renderable: header, replica table, root cause."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    st = resp.status
+    style = render.STATE_STYLE.get(st.state, "white")
+    head = Text.assemble((handle, "bold"), "  ", (st.state.name, f"bold {style}"))
+    if st.exit_code is not None:
+        head.append(f"  exit {st.exit_code}")
+    if st.num_restarts:
+        head.append(f"  restarts {st.num_restarts}")
+    table = Table(box=None, pad_edge=False)
+    for col in ("replica", "state", "exit", "restarts", "host"):
+        table.add_column(col)
+    for name, state, code, restarts, host in render.replica_rows(st):
+        table.add_row(name, Text(state, style=render.STATE_STYLE.get(AppState[state], "")),
+                      code, restarts, host)
+    parts: list[Any] = [head]
+    if st.msg:
+        parts.append(Text(st.msg, style="dim"))
+    parts.append(table)
+    failed = render.first_failure(st)
+    if failed and failed.message:
+        parts.append(Text("root cause:", style="bold red"))
+        parts.append(Text(failed.message))
+    return Group(*parts)
+
+
+def watch(handle: str, describe: Callable[[], DescribeAppResponse], interval: float = 0.2
+          ) -> DescribeAppResponse:
+    """Show a live-updating status panel on stderr until the app is terminal."""
+    from rich.console import Console
+    from rich.live import Live
+
+    resp = describe()
+    with Live(status_panel(handle, resp), console=Console(stderr=True),
+              refresh_per_second=8, transient=False) as live:
+        while not resp.status.is_terminal:
+            time.sleep(interval)
+            resp = describe()
+            live.update(status_panel(handle, resp))
+    return resp

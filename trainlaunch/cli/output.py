@@ -1,0 +1,48 @@
+"""Console helpers: data to stdout, narration to stderr, rich only on a terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+
+def emit_json(doc: Any) -> None:
+    """One JSON document on stdout."""
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def emit(text: str) -> None:
+    """Data on stdout."""
+    if text:
+        sys.stdout.write(text + "\n")
+
+
+def narrate(text: str) -> None:
+    """Narration on stderr."""
+    sys.stderr.write(text + "\n")
+
+
+def stdout_is_tty() -> bool:
+    """True when a person reads stdout."""
+    return sys.stdout.isatty()
+
+
+def stderr_is_tty() -> bool:
+    """True when a person reads stderr."""
+    return sys.stderr.isatty()
+
+
+def json_option(fn: Any) -> Any:
+    """The --json flag every command has."""
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print one JSON document on stdout (stable keys).")(fn)
+
+
+def rich_console(stderr: bool = False) -> Any:
+    """A rich Console (imported lazily: rich costs ~0.1 s to import)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr)

@@ -1,0 +1,150 @@
+"""Pure renderers: values in, JSON-able dicts or plain text out (no I/O, no click)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from trainlaunch.redact import redact_env
+from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse
+from trainlaunch.specs import AppDef, AppState, AppStatus, ReplicaStatus
+
+SCHEMA_VERSION = 1
+
+STATE_STYLE = {
+    AppState.SUCCEEDED: "green", AppState.FAILED: "red", AppState.CANCELLED: "yellow",
+    AppState.RUNNING: "cyan", AppState.PENDING: "blue", AppState.SUBMITTED: "blue",
+    AppState.UNKNOWN: "magenta", AppState.UNSUBMITTED: "white",
+}
+
+
+def when(ts: float | None) -> str:
+    """A unix time as local ISO text ('' when unknown)."""
+    if not ts:
+        return ""
+    return _dt.datetime.fromtimestamp(ts).isoformat(sep=" ", timespec="seconds")
+
+
+def status_doc(handle: str, resp: DescribeAppResponse) -> dict[str, Any]:
+    """The stable JSON document of `status`."""
+    st = resp.status
+    failed = first_failure(st)
+    return {
+        "schema": SCHEMA_VERSION, "handle": handle, "app_id": resp.app_id,
+        "name": resp.app.name if resp.app else None, "state": st.state.name,
+        "is_terminal": st.is_terminal, "exit_code": st.exit_code,
+        "num_restarts": st.num_restarts, "msg": st.msg,
+        "failed_replica": f"{failed.role}/{failed.id}" if failed else None,
+        "log_dir": resp.metadata.get("log_dir"), "ui_url": st.ui_url,
+        "structured_error_msg": st.structured_error_msg,
+        "roles": [r.to_dict() for r in st.roles],
+    }
+
+
+def first_failure(st: AppStatus) -> ReplicaStatus | None:
+    """The replica that explains a FAILED app (the one with a root-cause message)."""
+    failed = [r for r in st.replicas() if r.state == AppState.FAILED]
+    with_msg = [r for r in failed if r.message]
+    return (with_msg or failed or [None])[0]
+
+
+def replica_rows(st: AppStatus) -> list[tuple[str, str, str, str, str]]:
+    """(replica, state, exit, restarts, host) for every replica."""
+    rows = []
+    for r in st.replicas():
+        if r.signal:
+            code = f"{r.exit_code} ({r.signal})"
+        else:
+            code = "" if r.exit_code is None else str(r.exit_code)
+        rows.append((f"{r.role}/{r.id}", r.state.name, code, str(r.restarts), r.hostname))
+    return rows
+
+
+def status_text(handle: str, resp: DescribeAppResponse) -> str:
+    """Plain-text `status` (used when stdout is not a terminal)."""
+    st = resp.status
+    lines = [f"{handle}", f"  state:    {st.state.name}"]
+    if st.exit_code is not None:
+        lines.append(f"  exit:     {st.exit_code}")
+    if st.num_restarts:
+        lines.append(f"  restarts: {st.num_restarts}")
+    if st.msg:
+        lines.append(f"  message:  {st.msg}")
+    if resp.metadata.get("log_dir"):
+        lines.append(f"  logs:     {resp.metadata['log_dir']}")
+    lines.append("  replicas:")
+    for name, state, code, restarts, host in replica_rows(st):
+        extra = f" exit={code}" if code else ""
+        extra += f" restarts={restarts}" if restarts != "0" else ""
+        lines.append(f"    {name:<20} {state:<10}{extra}")
+    failed = first_failure(st)
+    if failed and failed.message:
+        lines.append("  root cause:")
+        lines.extend(f"    {line}" for line in failed.message.splitlines())
+    return "\n".join(lines)
+
+
+def list_doc(rows: Iterable[ListAppResponse]) -> list[dict[str, Any]]:
+    """The JSON document of `list`."""
+    return [{"handle": r.app_handle, "app_id": r.app_id, "name": r.name,
+             "state": r.state.name, "created": r.created, "msg": r.msg} for r in rows]
+
+
+def list_text(rows: Iterable[ListAppResponse]) -> str:
+    """Plain-text `list`: one app per line, tab separated (easy to cut/awk)."""
+    return "\n".join(f"{r.app_handle}\t{r.state.name}\t{r.name}\t{when(r.created)}"
+                     + (f"\t{r.msg}" if r.msg else "") for r in rows)
+
+
+def app_doc(app: AppDef | None, show_secrets: bool = False) -> dict[str, Any] | None:
+    """An AppDef as JSON with secret-looking env values masked."""
+    if app is None:
+        return None
+    d = app.to_dict()
+    for role in d["roles"]:
+        role["env"] = redact_env(role["env"], show_secrets)
+    return d
+
+
+def describe_doc(handle: str, resp: DescribeAppResponse, show_secrets: bool = False
+                 ) -> dict[str, Any]:
+    """The JSON document of `describe`."""
+    return {"schema": SCHEMA_VERSION, "handle": handle, "app_id": resp.app_id,
+            "state": resp.status.state.name, "app": app_doc(resp.app, show_secrets),
+            "cfg": dict(resp.cfg), "metadata": _jsonable(resp.metadata)}
+
+
+def describe_text(handle: str, resp: DescribeAppResponse, show_secrets: bool = False) -> str:
+    """Plain-text `describe`."""
+    lines = [handle, f"  state: {resp.status.state.name}"]
+    meta = resp.metadata
+    settings = meta.get("settings") or {}
+    if settings:
+        lines.append("  rank settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    for key in ("created", "cwd", "log_dir"):
+        if meta.get(key):
+            value = when(meta[key]) if key == "created" else meta[key]
+            lines.append(f"  {key}: {value}")
+    if resp.cfg:
+        lines.append("  cfg: " + ", ".join(f"{k}={v}" for k, v in resp.cfg.items()
+                                           if v is not None))
+    app = resp.app
+    if app is not None:
+        lines.append(f"  app: {app.name}")
+        for role in app.roles:
+            lines.append(f"  role {role.name}: {role.num_replicas} replica(s), "
+                         f"max_retries={role.max_retries} ({role.retry_policy.value})")
+            lines.append(f"    entrypoint: {role.entrypoint}")
+            lines.append(f"    args: {list(role.args)}")
+            for k, v in sorted(redact_env(role.env, show_secrets).items()):
+                lines.append(f"    env {k}={v}")
+    return "\n".join(lines)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,33 @@
+"""`trainlaunch status HANDLE`."""
+
+from __future__ import annotations
+
+import click
+
+from trainlaunch.cli import output, render
+
+
+@click.command("status")
+@click.argument("handle")
+@output.json_option
+def command(handle: str, as_json: bool) -> None:
+    """Show the state of an app and its replicas (exit 0 whatever the app's state)."""
+    from trainlaunch.runner import get_runner
+
+    with get_runner() as runner:
+        resp = runner.describe_app(handle)
+        handle = _canonical(handle, resp.app_id)
+    if as_json:
+        output.emit_json(render.status_doc(handle, resp))
+    elif output.stdout_is_tty():
+        from trainlaunch.cli.live import status_panel
+
+        output.rich_console().print(status_panel(handle, resp))
+    else:
+        output.emit(render.status_text(handle, resp))
+
+
+def _canonical(handle: str, app_id: str) -> str:
+    from trainlaunch.handles import parse_app_handle
+
+    return str(parse_app_handle(handle))

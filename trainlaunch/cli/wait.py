@@ -1,0 +1,31 @@
+"""`trainlaunch wait HANDLE`."""
+
+from __future__ import annotations
+
+import click
+
+from trainlaunch.cli import output
+
+
+@click.command("wait")
+@click.argument("handle")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None,
+              help="Give up after this many seconds (exit 7).")
+@click.option("--app-exit-code", is_flag=True,
+              help="On failure exit with the failing replica's exit code instead of 1.")
+@output.json_option
+def command(handle: str, timeout: float | None, app_exit_code: bool, as_json: bool) -> None:
+    """Wait for an app to end.
+
+    Exit 0 if it SUCCEEDED, 1 if it FAILED (or the failing replica's code with
+    --app-exit-code), 6 if it was CANCELLED, 7 on --timeout. Ctrl-C stops waiting,
+    not the app.
+    """
+    from trainlaunch.cli.waiting import finish, wait_for
+    from trainlaunch.handles import parse_app_handle
+    from trainlaunch.runner import get_runner
+
+    handle = str(parse_app_handle(handle))
+    with get_runner() as runner:
+        resp = wait_for(runner, handle, timeout, live=output.stderr_is_tty() and not as_json)
+    finish(handle, resp, as_json, app_exit_code)

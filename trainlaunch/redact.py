@@ -1,0 +1,21 @@
+"""Masking of secret-looking env values in anything trainlaunch prints."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|(^|_)KEY($|_)", re.I)
+MASK = "********"
+
+
+def is_secret(name: str) -> bool:
+    """True for env names like *TOKEN*, *SECRET*, *PASSWORD*, *KEY*."""
+    return bool(SECRET_NAME.search(name))
+
+
+def redact_env(env: Mapping[str, str], show_secrets: bool = False) -> dict[str, str]:
+    """A copy of env with secret-looking values masked (unless show_secrets)."""
+    if show_secrets:
+        return dict(env)
+    return {k: (MASK if is_secret(k) and v else v) for k, v in env.items()}

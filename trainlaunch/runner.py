@@ -1,0 +1,208 @@
+"""The Runner (TorchX's API): component -> AppDef -> dryrun -> schedule, and queries by handle.
+
+Usage::
+
+    with get_runner() as runner:
+        handle = runner.run_component("utils.echo", ["--msg", "hi"], scheduler="local")
+        print(runner.wait(handle).state)
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from trainlaunch import schedulers, settings
+from trainlaunch.errors import UsageError, WaitTimeout
+from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle
+from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.specs import AppDef, AppDryRunInfo, AppStatus, CfgVal, macros, runopts
+
+DEFAULT_SESSION = "trainlaunch"
+
+
+class Runner:
+    """Submits apps to scheduler backends and queries them by handle."""
+
+    def __init__(self, name: str = DEFAULT_SESSION,
+                 component_defaults: Mapping[str, Mapping[str, Any]] | None = None,
+                 scheduler_params: Mapping[str, Any] | None = None) -> None:
+        self._name = name
+        self._component_defaults = dict(component_defaults or {})
+        self._scheduler_params = dict(scheduler_params or {})
+        self._schedulers: dict[str, Scheduler] = {}
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def name(self) -> str:
+        """The session name used in handles."""
+        return self._name
+
+    def close(self) -> None:
+        """Close every scheduler this runner opened."""
+        for s in self._schedulers.values():
+            s.close()
+        self._schedulers.clear()
+
+    def _scheduler(self, name: str) -> Scheduler:
+        name = schedulers.canonical_name(name)
+        if name not in self._schedulers:
+            self._schedulers[name] = schedulers.get_scheduler(
+                name, self._name, **self._scheduler_params)
+        return self._schedulers[name]
+
+    # -- submission --------------------------------------------------------------------------
+
+    def dryrun_component(self, component: str, component_args: Sequence[str] | Mapping[str, Any],
+                         scheduler: str = schedulers.DEFAULT_SCHEDULER,
+                         cfg: Mapping[str, CfgVal] | None = None,
+                         rank_settings: settings.RankSettings | None = None) -> AppDryRunInfo:
+        """Resolve the component, build its AppDef and dry-run it."""
+        app = self.build_component(component, component_args)
+        return self.dryrun(app, scheduler, cfg, rank_settings)
+
+    def build_component(self, component: str,
+                        component_args: Sequence[str] | Mapping[str, Any]) -> AppDef:
+        """Resolve a component and call it with args (argv list or keyword mapping)."""
+        from trainlaunch.resolver import find_component
+
+        comp = find_component(component)
+        defaults = self._component_defaults.get(component, {})
+        if isinstance(component_args, Mapping):
+            app = comp.fn(**{**defaults, **component_args})
+            if not isinstance(app, AppDef):
+                raise UsageError(f"component {component!r} returned {type(app).__name__}, "
+                                 "not an AppDef")
+            return app
+        return comp.materialize(list(component_args), defaults)
+
+    def run_component(self, component: str, component_args: Sequence[str] | Mapping[str, Any],
+                      scheduler: str = schedulers.DEFAULT_SCHEDULER,
+                      cfg: Mapping[str, CfgVal] | None = None,
+                      rank_settings: settings.RankSettings | None = None) -> str:
+        """Resolve, dry-run and schedule a component; return its handle."""
+        return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
+                                                   rank_settings))
+
+    def run(self, app: AppDef, scheduler: str = schedulers.DEFAULT_SCHEDULER,
+            cfg: Mapping[str, CfgVal] | None = None,
+            rank_settings: settings.RankSettings | None = None) -> str:
+        """Dry-run and schedule an AppDef; return its handle."""
+        return self.schedule(self.dryrun(app, scheduler, cfg, rank_settings))
+
+    def dryrun(self, app: AppDef, scheduler: str = schedulers.DEFAULT_SCHEDULER,
+               cfg: Mapping[str, CfgVal] | None = None,
+               rank_settings: settings.RankSettings | None = None) -> AppDryRunInfo:
+        """Inject the rank settings, resolve options and render the exact request (pure)."""
+        if not isinstance(app, AppDef):
+            raise UsageError(f"expected an AppDef, got {type(app).__name__}")
+        name = schedulers.canonical_name(scheduler)
+        sched = self._scheduler(name)
+        resolved = sched.run_opts().resolve(cfg or {}, name)
+        rs = rank_settings or settings.RankSettings()
+        if rs.seed is None:  # recorded in the app, so every run can be reproduced
+            rs = settings.RankSettings(**{**rs.to_dict(), "seed": secrets.randbelow(2**31)})
+        if rs.metrics_path is None:
+            default = sched.default_metrics_path(resolved)
+            if default:
+                rs = settings.RankSettings(**{**rs.to_dict(), "metrics_path": default})
+        injected = settings.inject(app, rs, f"{name}://{self._name}/")
+        return sched.submit_dryrun(injected, resolved)
+
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        """Submit a dry-run result; return the app handle."""
+        sched = self._scheduler(dryrun_info.scheduler)
+        app_id = sched.schedule(dryrun_info)
+        return make_app_handle(dryrun_info.scheduler, self._name, app_id)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def _parse(self, app_handle: str) -> tuple[Scheduler, AppHandle]:
+        h = parse_app_handle(app_handle)
+        return self._scheduler(h.scheduler), h
+
+    def describe_app(self, app_handle: str) -> DescribeAppResponse:
+        """Everything the backend knows about the app (AppNotFound if unknown)."""
+        sched, h = self._parse(app_handle)
+        return sched.describe(h.app_id)
+
+    def status(self, app_handle: str) -> AppStatus:
+        """The app's status (AppNotFound if unknown; never None)."""
+        return self.describe_app(app_handle).status
+
+    def describe(self, app_handle: str) -> AppDef | None:
+        """The AppDef as submitted (AppNotFound if the app is unknown)."""
+        return self.describe_app(app_handle).app
+
+    def wait(self, app_handle: str, wait_interval: float = 0.1,
+             timeout: float | None = None) -> AppStatus:
+        """Block until the app is terminal; WaitTimeout after timeout seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = min(wait_interval, 0.05)
+        while True:
+            status = self.status(app_handle)
+            if status.is_terminal:
+                return status
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"{app_handle} is still {status.state.name} after {timeout}s")
+            time.sleep(interval)
+            interval = min(interval * 1.5, wait_interval if wait_interval > 0.05 else 1.0)
+
+    def cancel(self, app_handle: str) -> None:
+        """Stop the app and every process of it."""
+        sched, h = self._parse(app_handle)
+        sched.cancel(h.app_id)
+
+    stop = cancel
+
+    def list(self, scheduler: str = schedulers.DEFAULT_SCHEDULER) -> list[ListAppResponse]:
+        """The apps a backend knows that trainlaunch started."""
+        return self._scheduler(scheduler).list()
+
+    def log_lines(self, app_handle: str, role_name: str, k: int = 0, regex: str | None = None,
+                  since: float | None = None, until: float | None = None,
+                  should_tail: bool = False, streams: Stream | str | None = None
+                  ) -> Iterator[str]:
+        """Lines of replica k of role_name; with should_tail, follow until the app ends."""
+        sched, h = self._parse(app_handle)
+        stream = Stream(streams) if streams else None
+        return sched.log_iter(h.app_id, role_name, k, regex, since, until, should_tail, stream)
+
+    def log_replicas(self, app_handle: str, role_name: str) -> list[int]:
+        """Replica ids of a role."""
+        sched, h = self._parse(app_handle)
+        return sched.log_replicas(h.app_id, role_name)
+
+    def scheduler_run_opts(self, scheduler: str) -> runopts:
+        """The typed options of one backend."""
+        return self._scheduler(scheduler).run_opts()
+
+    def run_opts(self) -> dict[str, runopts]:
+        """The typed options of every backend that can be loaded here."""
+        out = {}
+        for name in schedulers.scheduler_names():
+            try:
+                out[name] = self.scheduler_run_opts(name)
+            except Exception:  # noqa: BLE001 - a broken plugin must not hide the others
+                continue
+        return out
+
+    def scheduler_backends(self) -> list[str]:
+        """Names of every backend."""
+        return schedulers.scheduler_names()
+
+
+def get_runner(name: str | None = None,
+               component_defaults: Mapping[str, Mapping[str, Any]] | None = None,
+               **scheduler_params: Any) -> Runner:
+    """Create a Runner (use it as a context manager)."""
+    return Runner(name or DEFAULT_SESSION, component_defaults, scheduler_params)
+
+
+__all__ = ["Runner", "get_runner", "macros"]

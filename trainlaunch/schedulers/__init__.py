@@ -1,0 +1,61 @@
+"""The scheduler registry: a literal map of backend name -> module, imported lazily.
+
+Plugins add backends through the entry-point group ``trainlaunch.schedulers`` (each entry
+point names a module exposing ``create_scheduler``). Adding a builtin backend is one line here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from typing import Any
+
+from trainlaunch.errors import UsageError
+
+DEFAULT_SCHEDULER = "local"
+
+BUILTIN_SCHEDULERS: dict[str, str] = {
+    "local": "trainlaunch.schedulers.local",
+    "slurm": "trainlaunch.schedulers.slurm",
+    "kubernetes": "trainlaunch.schedulers.kubernetes",
+}
+ALIASES = {"k8s": "kubernetes", "local_cwd": "local"}
+
+
+def _plugin_modules() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group="trainlaunch.schedulers")}
+
+
+def scheduler_names() -> list[str]:
+    """Every backend name that can be used (builtins first)."""
+    names = list(BUILTIN_SCHEDULERS)
+    names += [n for n in sorted(_plugin_modules()) if n not in BUILTIN_SCHEDULERS]
+    return names
+
+
+def module_for(name: str) -> str:
+    """The module path implementing scheduler name (UsageError if unknown)."""
+    name = ALIASES.get(name, name)
+    if name in BUILTIN_SCHEDULERS:
+        return BUILTIN_SCHEDULERS[name]
+    plugins = _plugin_modules()
+    if name in plugins:
+        return plugins[name]
+    known = scheduler_names()
+    close = difflib.get_close_matches(name, known + list(ALIASES), n=1)
+    hint = f"did you mean {close[0]!r}?" if close else None
+    raise UsageError(f"unknown scheduler {name!r}; available: {', '.join(known)}", hint=hint)
+
+
+def canonical_name(name: str) -> str:
+    """Resolve aliases (k8s -> kubernetes)."""
+    module_for(name)
+    return ALIASES.get(name, name)
+
+
+def get_scheduler(name: str, session_name: str, **params: Any) -> Any:
+    """Import the backend module and create its scheduler."""
+    module = importlib.import_module(module_for(name))
+    return module.create_scheduler(session_name, **params)

@@ -1,0 +1,120 @@
+"""The Scheduler protocol every backend implements, and the values it returns.
+
+A backend is one module exposing ``create_scheduler(session_name, **params) -> Scheduler``.
+``submit_dryrun`` is pure (AppDef + resolved cfg -> the exact request); ``schedule`` is the
+only write. Unknown apps raise :class:`~trainlaunch.errors.AppNotFound`; backend command
+failures raise :class:`~trainlaunch.errors.SchedulerError` with the command's own message.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, runopts
+
+
+class Stream(str, enum.Enum):
+    """Which output stream of a replica to read."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    COMBINED = "combined"
+
+
+@dataclasses.dataclass(frozen=True)
+class DescribeAppResponse:
+    """Everything a backend knows about one app."""
+
+    app_id: str
+    status: AppStatus
+    app: AppDef | None = None  # the AppDef as submitted, when the backend recorded it
+    cfg: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # seed, log_dir, ...
+
+    @property
+    def state(self) -> AppState:
+        """Shortcut for status.state."""
+        return self.status.state
+
+
+@dataclasses.dataclass(frozen=True)
+class ListAppResponse:
+    """One row of ``list``."""
+
+    app_id: str
+    state: AppState
+    app_handle: str
+    name: str = ""
+    created: float | None = None  # unix time
+    msg: str = ""  # e.g. why a record is unreadable
+
+
+class Scheduler(abc.ABC):
+    """A scheduler backend."""
+
+    backend: str = ""
+
+    def __init__(self, session_name: str) -> None:
+        self.session_name = session_name
+
+    # -- schema -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def run_opts(self) -> runopts:
+        """The typed options this backend accepts."""
+
+    # -- submission --------------------------------------------------------------------------
+    @abc.abstractmethod
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
+        """Render the exact request (pure: no submission); cfg is already resolved."""
+
+    @abc.abstractmethod
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        """Submit the rendered request; return the app id."""
+
+    def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
+        """Where metrics go when the user does not say (may contain ``${app_id}``)."""
+        return None
+
+    # -- queries -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def describe(self, app_id: str) -> DescribeAppResponse:
+        """Status and recorded definition of one app; AppNotFound if unknown."""
+
+    @abc.abstractmethod
+    def list(self) -> list[ListAppResponse]:
+        """The apps this backend knows that trainlaunch started."""
+
+    @abc.abstractmethod
+    def cancel(self, app_id: str) -> None:
+        """Stop the app (all its processes); AppNotFound if unknown."""
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterator[str]:
+        """Lines of replica k of role_name (without trailing newline).
+
+        With should_tail, keep yielding new lines until the app is terminal.
+        """
+        raise NotImplementedError(f"{self.backend} does not support logs")
+
+    def log_replicas(self, app_id: str, role_name: str) -> list[int]:
+        """Replica ids of a role that have logs (default: all declared replicas)."""
+        resp = self.describe(app_id)
+        if resp.app is None:
+            return [0]
+        return list(range(resp.app.role(role_name).num_replicas))
+
+    def close(self) -> None:
+        """Release resources (nothing by default)."""

@@ -1,0 +1,285 @@
+"""The local backend: plan the processes, hand them to a detached supervisor, read the store.
+
+``schedule`` writes the request into the app store and starts
+``python -m trainlaunch.schedulers.supervisor <app_dir>`` in its own session; the supervisor
+owns the app from then on. Every query (status, logs, list, stop) reads the store, so it
+works from any later shell. See supervisor.py for the process side.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from trainlaunch import settings, store
+from trainlaunch.errors import AppNotFound, SchedulerError, StoreError
+from trainlaunch.handles import check_app_id, make_app_handle
+from trainlaunch.schedulers import local_state
+from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.schedulers.logfiles import follow_lines, read_lines
+from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, CfgVal, macros, runopts
+
+BACKEND = "local"
+
+
+def create_scheduler(session_name: str, **params: Any) -> LocalScheduler:
+    """Registry entry point."""
+    return LocalScheduler(session_name, **params)
+
+
+def free_port() -> int:
+    """A TCP port that is free right now (for rank 0's rendezvous store)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def visible_gpu_count(cfg: Mapping[str, CfgVal]) -> int:
+    """GPUs visible here: the gpu_count option, $TRAINLAUNCH_GPU_COUNT, else nvidia-smi."""
+    if cfg.get("gpu_count") is not None:
+        return int(cfg["gpu_count"])  # type: ignore[arg-type]
+    env = os.environ.get(settings.GPU_COUNT)
+    if env:
+        return int(env)
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+class LocalScheduler(Scheduler):
+    """Runs every replica as a local process group owned by a detached supervisor."""
+
+    backend = BACKEND
+
+    def __init__(self, session_name: str, **params: Any) -> None:
+        super().__init__(session_name)
+        self.environ: Mapping[str, str] = params.get("environ") or os.environ
+
+    def run_opts(self) -> runopts:
+        """Options of the local backend."""
+        opts = runopts()
+        opts.add("cwd", str, "working directory of every replica (default: the current one)")
+        opts.add("grace_period", float, "seconds between SIGTERM and SIGKILL on stop", default=10.0)
+        opts.add("auto_set_cuda_visible_devices", bool,
+                 "give each replica its own CUDA_VISIBLE_DEVICES slice when roles ask for GPUs",
+                 default=True)
+        opts.add("gpu_count", int, "number of visible GPUs (default: $TRAINLAUNCH_GPU_COUNT or "
+                 "nvidia-smi -L)")
+        return opts
+
+    def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
+        """Metrics go into the app's own directory in the store."""
+        return str(store.store_root(self.environ) / "apps" / macros.app_id / "metrics")
+
+    # -- submission --------------------------------------------------------------------------
+
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
+        """Plan every replica's command, env and directories (no side effects but a port probe)."""
+        app_id = store.new_app_id(app.name)
+        cwd = os.path.abspath(str(cfg.get("cwd") or os.getcwd()))
+        gpu_slices = self._gpu_slices(app, cfg)
+        port = str(free_port())
+        replicas = []
+        for role in app.roles:
+            for i in range(role.num_replicas):
+                values = macros.Values(img_root=role.image, app_id=app_id, replica_id=str(i),
+                                       rank0_env=settings.RANK0_HOST)
+                r = values.apply(role)
+                log_dir = f"logs/{role.name}/{i}"
+                env = dict(r.env)
+                env.setdefault(settings.RANK0_HOST, "localhost")
+                env.setdefault(settings.RDZV_PORT, port)
+                env[settings.REPLICA_ID] = str(i)
+                env[settings.NUM_REPLICAS] = str(role.num_replicas)
+                env[settings.ROLE_NAME] = role.name
+                env[settings.APP_ID] = app_id
+                env[settings.HANDLE] = make_app_handle(BACKEND, self.session_name, app_id)
+                slice_ = gpu_slices.get((role.name, i))
+                if slice_ is not None:
+                    env["CUDA_VISIBLE_DEVICES"] = slice_
+                replicas.append({
+                    "role": role.name, "replica_id": i, "cmd": [r.entrypoint, *r.args],
+                    "env": env, "cwd": cwd, "log_dir": log_dir,
+                })
+        request = {
+            "version": store.RECORD_VERSION, "app_id": app_id, "session": self.session_name,
+            "handle": make_app_handle(BACKEND, self.session_name, app_id),
+            "app": app.to_dict(), "cfg": dict(cfg), "cwd": cwd,
+            "grace_period": float(cfg.get("grace_period") or 10.0),  # type: ignore[arg-type]
+            "replicas": replicas,
+        }
+        return AppDryRunInfo(request=request, fmt=format_request, app=app, cfg=dict(cfg),
+                             scheduler=BACKEND, app_id=app_id)
+
+    def _gpu_slices(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[tuple[str, int], str]:
+        wanted = [(r.name, i, r.resource.gpu) for r in app.roles if r.resource.gpu > 0
+                  for i in range(r.num_replicas)]
+        if not wanted or cfg.get("auto_set_cuda_visible_devices") is False:
+            return {}
+        count = visible_gpu_count(cfg)
+        if count == 0:
+            return {}
+        need = sum(g for _, _, g in wanted)
+        if need > count:
+            raise SchedulerError(
+                f"the app asks for {need} GPUs in total but {count} are visible",
+                hint="lower --gpu/--nproc, or set cfg auto_set_cuda_visible_devices=false")
+        slices, nxt = {}, 0
+        for role, i, g in wanted:
+            slices[(role, i)] = ",".join(str(d) for d in range(nxt, nxt + g))
+            nxt += g
+        return slices
+
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        """Write the request and start the detached supervisor; return at once."""
+        request = dict(dryrun_info.request)
+        app_id = request["app_id"]
+        path = store.create_app_dir(app_id, self.environ)
+        request["created"] = time.time()
+        store.write_json(path / "app.json", request)
+        log = open(path / "supervisor.log", "ab")
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "trainlaunch.schedulers.supervisor", str(path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                close_fds=True, cwd=request["cwd"] if os.path.isdir(request["cwd"]) else None,
+            )
+        except OSError as e:
+            raise SchedulerError(f"cannot start the supervisor: {e}") from None
+        finally:
+            log.close()
+        store.write_json(path / "supervisor.json", {
+            "pid": proc.pid, "ticks": store.start_ticks(proc.pid), "boot_id": store.boot_id()})
+        proc.returncode = 0  # detached on purpose: never waited for by this process
+        return app_id
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def _dir(self, app_id: str) -> Path:
+        path = store.app_dir(check_app_id(app_id), self.environ)
+        if not (path / "app.json").exists():
+            raise AppNotFound(f"no local app {app_id!r} in {path.parent}",
+                              hint="`trainlaunch list` shows the known apps")
+        return path
+
+    def describe(self, app_id: str) -> DescribeAppResponse:
+        """Read the records and derive the truthful state."""
+        path = self._dir(app_id)
+        request = store.read_json(path / "app.json")
+        status = local_state.derive_status(path, request)
+        app = None
+        try:
+            app = AppDef.from_dict(request["app"])
+        except (KeyError, TypeError, ValueError, StoreError):
+            pass
+        meta = {"app_dir": str(path), "log_dir": str(path / "logs"),
+                "created": request.get("created"), "cwd": request.get("cwd"),
+                "settings": (request.get("app") or {}).get("metadata", {}).get("trainlaunch", {})}
+        return DescribeAppResponse(app_id=app_id, status=status, app=app,
+                                   cfg=request.get("cfg") or {}, metadata=meta)
+
+    def list(self) -> list[ListAppResponse]:
+        """Every app in the store, newest first; unreadable records are listed as such."""
+        rows = []
+        base = store.apps_dir(self.environ)
+        for entry in os.scandir(base):
+            if not entry.is_dir() or entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            handle = make_app_handle(BACKEND, self.session_name, entry.name)
+            try:
+                request = store.read_json(path / "app.json")
+                status = local_state.derive_status(path, request)
+                rows.append(ListAppResponse(entry.name, status.state, handle,
+                                            request["app"]["name"], request.get("created"),
+                                            status.msg))
+            except FileNotFoundError:
+                continue  # being created right now
+            except (StoreError, KeyError, TypeError) as e:
+                rows.append(ListAppResponse(entry.name, AppState.UNKNOWN, handle, "",
+                                            entry.stat().st_mtime, f"unreadable: {e}"))
+        rows.sort(key=lambda r: (r.created or 0, r.app_id), reverse=True)
+        return rows
+
+    def cancel(self, app_id: str) -> None:
+        """Stop the app; clean up its processes ourselves if the supervisor is gone."""
+        path = self._dir(app_id)
+        request = store.read_json(path / "app.json")
+        local_state.cancel(path, request)
+
+    def log_replicas(self, app_id: str, role_name: str) -> list[int]:
+        """Replica ids of the role, from the request."""
+        request = store.read_json(self._dir(app_id) / "app.json")
+        ids = [r["replica_id"] for r in request["replicas"] if r["role"] == role_name]
+        if not ids:
+            roles = sorted({r["role"] for r in request["replicas"]})
+            raise AppNotFound(f"app {app_id} has no role {role_name!r}; roles: {', '.join(roles)}")
+        return ids
+
+    def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: str | None = None,
+                 since: float | None = None, until: float | None = None,
+                 should_tail: bool = False, streams: Stream | None = None) -> Iterator[str]:
+        """Lines of one replica's log files; with should_tail, follow until the app ends."""
+        path = self._dir(app_id)
+        if k not in self.log_replicas(app_id, role_name):
+            raise AppNotFound(f"app {app_id} role {role_name!r} has no replica {k}")
+        rdir = path / "logs" / role_name / str(k)
+        stream = Stream(streams or Stream.COMBINED)
+        names = {"stdout": ["stdout.log"], "stderr": ["stderr.log"],
+                 "combined": ["stdout.log", "stderr.log"]}[stream.value]
+        files = [rdir / n for n in names]
+        if not should_tail:
+            yield from read_lines(files, regex)
+            return
+
+        def finished() -> bool:
+            return self.describe(app_id).status.is_terminal
+
+        yield from follow_lines(files, regex, finished)
+
+
+def format_request(request: Mapping[str, Any]) -> str:
+    """The exact processes the supervisor will start, one block per replica."""
+    from trainlaunch.redact import redact_env
+
+    lines = [f"# local app {request['app_id']} ({request['handle']})",
+             f"# cwd: {request['cwd']}"]
+    for r in request["replicas"]:
+        lines.append(f"\n[{r['role']}/{r['replica_id']}]")
+        env = redact_env(r["env"])
+        for k in sorted(env):
+            lines.append(f"  {k}={shlex.quote(env[k])}")
+        lines.append("  $ " + " ".join(shlex.quote(a) for a in r["cmd"]))
+        lines.extend(_rank_plan(r))
+    return "\n".join(lines)
+
+
+def _rank_plan(replica: Mapping[str, Any]) -> list[str]:
+    """For node agents (dist.ddp), what every rank of this node will receive."""
+    cmd = replica["cmd"]
+    if "-m" not in cmd[1:3] or "trainlaunch.agent" not in cmd[1:3]:
+        return []
+    try:
+        from trainlaunch.agent.plan import rank_envs
+    except ImportError:
+        return []
+    out = []
+    for rank in rank_envs(list(cmd[cmd.index("trainlaunch.agent") + 1 :]), replica["env"]):
+        env = rank.get("env", {})
+        out.append(f"  rank {rank.get('rank')} (local {rank.get('local_rank')}): "
+                   + " ".join(f"{k}={v}" for k, v in sorted(env.items())))
+        if "argv" in rank:
+            out.append(f"    argv: {rank['argv']}")
+    return out
+
+
+__all__ = ["LocalScheduler", "create_scheduler", "format_request"]

@@ -1,0 +1,209 @@
+"""Truthful status of a local app from its records, and stopping it with or without a supervisor.
+
+The supervisor writes ``state.json``; this module never trusts a non-terminal record on its
+own: it checks that the recorded supervisor is still the same live process (pid + start time
++ boot id), so a killed supervisor or a rebooted machine never shows as a stale RUNNING.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from trainlaunch import store
+from trainlaunch.specs import AppState, AppStatus, ReplicaStatus, RoleStatus
+
+NEVER_STARTED_AFTER_S = 30.0  # a supervisor that has not shown up by then never will
+STOP_EXTRA_S = 10.0  # on top of the grace period, how long stop waits for the supervisor
+
+
+def _state(d: Mapping[str, Any] | None, key: str = "state") -> AppState:
+    try:
+        return AppState[(d or {})[key]]
+    except (KeyError, TypeError):
+        return AppState.UNKNOWN
+
+
+def status_from_record(request: Mapping[str, Any], state: Mapping[str, Any] | None
+                       ) -> AppStatus:
+    """Build an AppStatus from the request and the supervisor's last record."""
+    by_key = {(r["role"], r["replica_id"]): r for r in (state or {}).get("replicas", [])}
+    roles: dict[str, list[ReplicaStatus]] = {}
+    app_state = _state(state) if state else AppState.SUBMITTED
+    for plan in request.get("replicas", []):
+        rec = by_key.get((plan["role"], plan["replica_id"]), {})
+        roles.setdefault(plan["role"], []).append(ReplicaStatus(
+            id=plan["replica_id"], role=plan["role"],
+            state=_state(rec) if rec else (AppState.PENDING if state else AppState.SUBMITTED),
+            hostname=rec.get("hostname", ""), exit_code=rec.get("exit_code"),
+            signal=rec.get("signal"), restarts=rec.get("restarts", 0),
+            message=rec.get("message", ""), pid=rec.get("pid")))
+    app_dir = request.get("app_dir", "")
+    return AppStatus(
+        state=app_state, num_restarts=(state or {}).get("num_restarts", 0),
+        msg=(state or {}).get("msg", ""),
+        structured_error_msg=(state or {}).get("structured_error_msg", ""),
+        ui_url=f"file://{app_dir}" if app_dir else None,
+        roles=tuple(RoleStatus(name, tuple(reps)) for name, reps in roles.items()),
+        exit_code=(state or {}).get("exit_code"))
+
+
+def supervisor_record(path: Path, state: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Who owns the app: the supervisor's own record, else what the CLI recorded at launch."""
+    if state and state.get("supervisor"):
+        return dict(state["supervisor"])
+    return store.read_json_or_none(path / "supervisor.json")
+
+
+def live_replica_pids(state: Mapping[str, Any] | None, boot: str | None) -> list[int]:
+    """Pids of recorded replica processes that are still the same live processes."""
+    out = []
+    for r in (state or {}).get("replicas", []):
+        if r.get("pid") and not _state(r).is_terminal and store.same_process_alive(
+                r["pid"], r.get("ticks"), boot):
+            out.append(int(r["pid"]))
+    return out
+
+
+def derive_status(path: Path, request: Mapping[str, Any]) -> AppStatus:
+    """The app's true status (see module docstring)."""
+    request = {**request, "app_dir": str(path)}
+    state = store.read_json_or_none(path / "state.json")
+    if state and _state(state).is_terminal:
+        return status_from_record(request, state)
+    sup = supervisor_record(path, state)
+    if sup and store.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id")):
+        return status_from_record(request, state)
+    # the supervisor is gone: it may have just written its final record, so read once more
+    state = store.read_json_or_none(path / "state.json")
+    if state and _state(state).is_terminal:
+        return status_from_record(request, state)
+    if sup is None:
+        age = time.time() - float(request.get("created") or 0)
+        if age < NEVER_STARTED_AFTER_S:
+            return status_from_record(request, state)
+        return _orphaned(request, state, "the supervisor never started (see supervisor.log)",
+                         AppState.FAILED)
+    rebooted = bool(sup.get("boot_id")) and sup.get("boot_id") != store.boot_id()
+    live = [] if rebooted else live_replica_pids(state, sup.get("boot_id"))
+    who = f"supervisor (pid {sup.get('pid')})"
+    if rebooted:
+        return _orphaned(request, state, f"{who} is gone: the machine rebooted while the app "
+                         "was running", AppState.FAILED)
+    if live:
+        return _orphaned(request, state, f"{who} died; {len(live)} replica process(es) still "
+                         "running; `trainlaunch stop` cleans them up", AppState.UNKNOWN)
+    return _orphaned(request, state, f"{who} died before the app finished (killed?)",
+                     AppState.FAILED)
+
+
+def _orphaned(request: Mapping[str, Any], state: Mapping[str, Any] | None, msg: str,
+              app_state: AppState) -> AppStatus:
+    base = status_from_record(request, state)
+    roles = tuple(
+        RoleStatus(rs.role, tuple(
+            r if r.state.is_terminal else ReplicaStatus(
+                id=r.id, state=AppState.UNKNOWN, role=r.role, hostname=r.hostname,
+                exit_code=r.exit_code, signal=r.signal, restarts=r.restarts,
+                message=r.message, pid=r.pid)
+            for r in rs.replicas))
+        for rs in base.roles)
+    return AppStatus(state=app_state, num_restarts=base.num_restarts, msg=msg,
+                     structured_error_msg=base.structured_error_msg, ui_url=base.ui_url,
+                     roles=roles, exit_code=base.exit_code)
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def cancel(path: Path, request: Mapping[str, Any]) -> None:
+    """Stop the app and return once it is terminal and none of its processes is left."""
+    fd = _lock(path)  # two concurrent stops: the second finds the app already terminal
+    try:
+        status = derive_status(path, request)
+        if status.is_terminal:
+            return
+        grace = float(request.get("grace_period") or 10.0)
+        state = store.read_json_or_none(path / "state.json")
+        sup = supervisor_record(path, state)
+        if sup and store.same_process_alive(sup.get("pid"), sup.get("ticks"),
+                                            sup.get("boot_id")):
+            _signal(int(sup["pid"]), signal.SIGTERM)
+            deadline = time.monotonic() + grace + STOP_EXTRA_S
+            while time.monotonic() < deadline:
+                st = store.read_json_or_none(path / "state.json")
+                if st and _state(st).is_terminal:
+                    return
+                time.sleep(0.02)
+            _signal(int(sup["pid"]), signal.SIGKILL)  # wedged supervisor: take over below
+        kill_replicas(path, store.read_json_or_none(path / "state.json"), grace)
+        state = store.read_json_or_none(path / "state.json") or {}
+        now = time.time()
+        state = {**state, "state": "CANCELLED", "ended": now,
+                 "msg": "stopped by `trainlaunch stop` after the supervisor had died",
+                 "replicas": [{**r, "state": r.get("state") if _state(r).is_terminal
+                               else "CANCELLED"} for r in state.get("replicas", [])]}
+        store.write_json(path / "state.json", state)
+    finally:
+        os.close(fd)
+
+
+def app_process_groups(path: Path, state: Mapping[str, Any] | None) -> list[int]:
+    """Process groups of the replicas and of node-agent workers (agent.json), still alive."""
+    groups: list[int] = []
+    for r in (state or {}).get("replicas", []):
+        if r.get("pid") and store.same_process_alive(r["pid"], r.get("ticks")):
+            groups.append(int(r.get("pgid") or r["pid"]))
+    for agent in path.glob("logs/*/*/agent.json"):
+        rec = store.read_json_or_none(agent) or {}
+        for w in rec.get("workers", []):
+            pid = w.get("pid") if isinstance(w, Mapping) else None
+            if pid and store.same_process_alive(pid, w.get("ticks")):
+                groups.append(int(w.get("pgid") or pid))
+    return groups
+
+
+def kill_replicas(path: Path, state: Mapping[str, Any] | None, grace: float) -> None:
+    """SIGTERM every process group of the app, wait up to grace, then SIGKILL the rest."""
+    groups = app_process_groups(path, state)
+    for g in groups:
+        _killpg(g, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while groups and time.monotonic() < deadline:
+        groups = [g for g in groups if _group_alive(g)]
+        if groups:
+            time.sleep(0.02)
+    for g in groups:
+        _killpg(g, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

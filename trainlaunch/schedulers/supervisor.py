@@ -1,0 +1,369 @@
+"""The detached, torch-free process that owns one local app.
+
+Started as ``python -m trainlaunch.schedulers.supervisor <app_dir>`` in its own session, it
+starts every replica as its own process group (stdout/stderr straight into files: nothing is
+lost if this process dies), reaps them, applies the retry policy, and records every
+transition atomically in ``state.json``. SIGTERM/SIGINT stop the app: SIGTERM to every group,
+the grace period, then SIGKILL. Signals are handled synchronously through a wakeup pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trainlaunch import settings, store
+
+STDERR_TAIL_LINES = 20
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Replica:
+    """One planned process and what happened to it."""
+
+    def __init__(self, plan: dict[str, Any], app_dir: Path) -> None:
+        self.plan = plan
+        self.role: str = plan["role"]
+        self.replica_id: int = plan["replica_id"]
+        self.log_dir = app_dir / plan["log_dir"]
+        self.state = "PENDING"
+        self.pid: int | None = None
+        self.ticks: int | None = None
+        self.exit_code: int | None = None
+        self.signal: str | None = None
+        self.restarts = 0
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.message = ""
+        self.stderr_offset = 0
+
+    @property
+    def key(self) -> str:
+        """role/replica, as shown to users."""
+        return f"{self.role}/{self.replica_id}"
+
+    def record(self) -> dict[str, Any]:
+        """The JSON record of this replica."""
+        return {"role": self.role, "replica_id": self.replica_id, "state": self.state,
+                "pid": self.pid, "pgid": self.pid, "ticks": self.ticks,
+                "exit_code": self.exit_code, "signal": self.signal, "restarts": self.restarts,
+                "started": self.started, "ended": self.ended, "message": self.message,
+                "hostname": socket.gethostname()}
+
+
+class Supervisor:
+    """Owns the replicas of one app until they are all done."""
+
+    def __init__(self, app_dir: Path) -> None:
+        self.app_dir = app_dir
+        self.request = store.read_json(app_dir / "app.json")
+        self.grace = float(self.request.get("grace_period") or 10.0)
+        roles = {r["name"]: r for r in self.request["app"]["roles"]}
+        self.max_retries = {n: int(r.get("max_retries", 0)) for n, r in roles.items()}
+        self.policy = {n: r.get("retry_policy", "APPLICATION") for n, r in roles.items()}
+        self.replicas = [Replica(p, app_dir) for p in self.request["replicas"]]
+        self.by_pid: dict[int, Replica] = {}
+        self.exec_failed: list[Replica] = []
+        self.state = "PENDING"
+        self.msg = ""
+        self.num_restarts = 0
+        self.role_restarts: dict[str, int] = {}
+        self.exit_code: int | None = None
+        self.structured_error_msg = ""
+        self.started = time.time()
+        self.ended: float | None = None
+        self.stop_requested = False
+        self._wake_r, wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            # a no-op handler (not SIG_IGN, which children would inherit): the wakeup pipe
+            # carries the signal number to the main loop
+            signal.signal(sig, lambda *_: None)
+
+    # -- records -----------------------------------------------------------------------------
+
+    def save(self) -> None:
+        """Write state.json atomically."""
+        store.write_json(self.app_dir / "state.json", {
+            "version": store.RECORD_VERSION, "state": self.state, "msg": self.msg,
+            "num_restarts": self.num_restarts, "exit_code": self.exit_code,
+            "structured_error_msg": self.structured_error_msg,
+            "started": self.started, "ended": self.ended,
+            "supervisor": {"pid": os.getpid(), "ticks": store.start_ticks(os.getpid()),
+                           "boot_id": store.boot_id()},
+            "replicas": [r.record() for r in self.replicas],
+        })
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def start(self, rep: Replica) -> None:
+        """Start one replica in its own process group, output appended to its files."""
+        rep.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.update(rep.plan["env"])
+        env.setdefault("TORCHELASTIC_ERROR_FILE", str(rep.log_dir / "error.json"))
+        env.setdefault(settings.REPLICA_LOG_DIR, str(rep.log_dir))
+        _remove(rep.log_dir / "error.json")  # a stale reply file must not explain a new failure
+        out = open(rep.log_dir / "stdout.log", "ab")
+        err = open(rep.log_dir / "stderr.log", "ab")
+        os.chmod(out.name, 0o600)
+        os.chmod(err.name, 0o600)
+        rep.stderr_offset = err.tell()
+        rep.exit_code, rep.signal, rep.message, rep.ended = None, None, "", None
+        rep.started = time.time()
+        try:
+            proc = subprocess.Popen(rep.plan["cmd"], env=env, cwd=rep.plan["cwd"],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    start_new_session=True, close_fds=True)
+        except OSError as e:
+            rep.state, rep.ended = "FAILED", time.time()
+            rep.exit_code = 127 if isinstance(e, FileNotFoundError) else 126
+            rep.message = f"cannot execute {rep.plan['cmd'][0]!r}: {e.strerror or e}"
+            err.write(f"trainlaunch: {rep.message}\n".encode())
+            self.exec_failed.append(rep)
+            return
+        finally:
+            out.close()
+            err.close()
+        proc.returncode = 0  # reaped by waitpid(-1) below, never by Popen
+        rep.pid, rep.ticks, rep.state = proc.pid, store.start_ticks(proc.pid), "RUNNING"
+        self.by_pid[proc.pid] = rep
+
+    def reap(self) -> list[Replica]:
+        """Collect every exited child; return the replicas that ended."""
+        ended = []
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            rep = self.by_pid.pop(pid, None)
+            if rep is None:
+                continue
+            _killpg(pid, signal.SIGKILL)  # stragglers the replica left in its group
+            rep.ended = time.time()
+            if os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+                rep.signal = _signal_name(sig)
+                rep.exit_code = 128 + sig
+            else:
+                rep.exit_code = os.WEXITSTATUS(status)
+            rep.state = "SUCCEEDED" if rep.exit_code == 0 else "FAILED"
+            if rep.state == "FAILED":
+                rep.message = self.root_cause(rep)
+            ended.append(rep)
+        return ended
+
+    def wait_signals(self, timeout: float | None) -> set[int]:
+        """Block until a signal arrives (or timeout); return the signal numbers seen."""
+        try:
+            select.select([self._wake_r], [], [], timeout)
+        except InterruptedError:
+            pass
+        seen: set[int] = set()
+        while True:
+            try:
+                data = os.read(self._wake_r, 512)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            seen.update(data)
+        if seen & set(_STOP_SIGNALS):
+            self.stop_requested = True
+        return seen
+
+    def terminate(self, reps: list[Replica], final_state: str) -> None:
+        """SIGTERM the running replicas, wait for the grace period, then SIGKILL."""
+        running = [r for r in reps if r.pid in self.by_pid]
+        for r in running:
+            _killpg(r.pid, signal.SIGTERM)  # type: ignore[arg-type]
+        deadline = time.monotonic() + self.grace
+        while any(r.pid in self.by_pid for r in running):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.reap()
+            if any(r.pid in self.by_pid for r in running):
+                self.wait_signals(min(left, 0.5))
+        for r in running:
+            if r.pid in self.by_pid:
+                _killpg(r.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        while any(r.pid in self.by_pid for r in running):
+            self.reap()
+            if any(r.pid in self.by_pid for r in running):
+                self.wait_signals(0.1)
+        for r in running:
+            r.state = final_state
+        for r in reps:
+            if r.state in ("PENDING", "RUNNING"):
+                r.state = final_state
+
+    # -- policy ------------------------------------------------------------------------------
+
+    def on_failure(self, rep: Replica) -> bool:
+        """Apply the retry policy to a failed replica; True if something was restarted."""
+        policy = self.policy.get(rep.role, "APPLICATION")
+        limit = self.max_retries.get(rep.role, 0)
+        if policy == "REPLICA" and rep.restarts < limit:
+            rep.restarts += 1
+            self.start(rep)
+            return True
+        if policy == "ROLE" and self.role_restarts.get(rep.role, 0) < limit:
+            self.role_restarts[rep.role] = self.role_restarts.get(rep.role, 0) + 1
+            group = [r for r in self.replicas if r.role == rep.role]
+            self.terminate(group, "CANCELLED")
+            for r in group:
+                r.restarts += 1
+                self.start(r)
+            return True
+        if policy == "APPLICATION" and self.num_restarts < limit:
+            self.num_restarts += 1
+            self.terminate(self.replicas, "CANCELLED")
+            for r in self.replicas:
+                r.restarts += 1
+                self.start(r)
+            return True
+        return False
+
+    def root_cause(self, rep: Replica) -> str:
+        """The reply file's traceback if the replica wrote one, else its stderr tail."""
+        how = (f"killed by {rep.signal}" if rep.signal else f"exited with code {rep.exit_code}")
+        reply = store.read_json_or_none(rep.log_dir / "error.json") if (
+            rep.log_dir / "error.json").exists() else None
+        if isinstance(reply, dict):
+            self.structured_error_msg = self.structured_error_msg or json.dumps(reply)
+            msg = reply.get("message")
+            detail = ""
+            if isinstance(msg, dict):
+                extra = msg.get("extraInfo") or {}
+                detail = extra.get("py_callstack") or msg.get("message") or ""
+            elif isinstance(msg, str):
+                detail = msg
+            where = ""
+            if "rank" in reply:
+                where = f" (rank {reply['rank']}"
+                where += f", local_rank {reply['local_rank']})" if "local_rank" in reply else ")"
+            if detail:
+                return f"{rep.key}{where} {how}\n{detail.rstrip()}"
+        tail = _tail(rep.log_dir / "stderr.log", rep.stderr_offset, STDERR_TAIL_LINES)
+        return f"{rep.key} {how}" + (f"; last stderr lines:\n{tail}" if tail else "")
+
+    # -- main loop ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run the app to its end; return 0 (the outcome is in state.json)."""
+        self.save()
+        for rep in self.replicas:
+            if not self.stop_requested:
+                self.start(rep)
+        self.state = "RUNNING"
+        self.save()
+        give_up: Replica | None = None
+        while True:
+            if self.stop_requested:
+                self.terminate(self.replicas, "CANCELLED")
+                self.state, self.msg = "CANCELLED", "stopped on request"
+                break
+            ended = self.reap() + self._exec_failures()
+            for rep in sorted(ended, key=lambda r: r.ended or 0):
+                # an app/role restart earlier in this batch may have restarted rep already
+                if rep.state == "FAILED" and rep.pid not in self.by_pid and \
+                        not self.on_failure(rep):
+                    give_up = rep
+                    break
+            if give_up is not None:
+                self.terminate([r for r in self.replicas if r is not give_up], "CANCELLED")
+                self.state = "FAILED"
+                self.exit_code = give_up.exit_code
+                self.msg = give_up.message.splitlines()[0] if give_up.message else ""
+                break
+            if all(r.state == "SUCCEEDED" for r in self.replicas):
+                self.state = "SUCCEEDED"
+                break
+            if ended:
+                self.save()
+            if not self._exec_failures(peek=True):
+                self.wait_signals(None)
+        self.ended = time.time()
+        self.save()
+        return 0
+
+    def _exec_failures(self, peek: bool = False) -> list[Replica]:
+        """Replicas whose last start failed before a process existed (not yet handled)."""
+        out = self.exec_failed
+        if not peek:
+            self.exec_failed = []
+        return out
+
+
+def _tail(path: Path, offset: int, n: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            start = max(offset, size - 16384)
+            f.seek(start)
+            data = f.read()
+    except OSError:
+        return ""
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return "\n".join(lines[-n:])
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: supervise the app whose directory is argv[1]."""
+    if len(argv) != 2:
+        print("usage: python -m trainlaunch.schedulers.supervisor APP_DIR", file=sys.stderr)
+        return 2
+    sup = Supervisor(Path(argv[1]))
+    try:
+        return sup.run()
+    except BaseException as e:  # record the crash instead of leaving a stale RUNNING
+        sup.state, sup.msg, sup.ended = "FAILED", f"supervisor crashed: {e!r}", time.time()
+        try:
+            sup.terminate(sup.replicas, "CANCELLED")
+            sup.save()
+        except Exception:  # noqa: BLE001 - best effort while already failing
+            pass
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
+
+
+__all__ = ["Supervisor", "main"]

@@ -1,0 +1,178 @@
+"""THE env contract: every ``TRAINLAUNCH_*`` variable lives here and nowhere else.
+
+Two families:
+
+* **rank settings** (:class:`RankSettings`): what the launcher injects into every rank of every
+  app, identically on every backend, and what ``trainlaunch.rank`` reads back inside the rank:
+  the telemetry export strategy, the seed, and the metrics path.
+* **launcher settings**: variables read by the CLI in the launching shell (the store location,
+  the default scheduler) and per-replica identity variables the backends set.
+
+Precedence for launcher options (documented in docs/configuration.md):
+command line > environment (``TRAINLAUNCH_*``) > project file > user file > built-in default.
+This module imports nothing heavy: the rank library and the CLI both import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from trainlaunch.errors import UsageError
+
+# --- rank settings (injected into every rank) -------------------------------------------------
+SEED = "TRAINLAUNCH_SEED"
+EXPORT_STRATEGY = "TRAINLAUNCH_EXPORT_STRATEGY"
+EXPORT_RANK = "TRAINLAUNCH_EXPORT_RANK"
+EXPORT_SAMPLE_RATE = "TRAINLAUNCH_EXPORT_SAMPLE_RATE"
+METRICS_PATH = "TRAINLAUNCH_METRICS_PATH"
+
+# --- identity of the replica (set by every backend) ------------------------------------------
+APP_ID = "TRAINLAUNCH_APP_ID"
+HANDLE = "TRAINLAUNCH_HANDLE"
+ROLE_NAME = "TRAINLAUNCH_ROLE"
+REPLICA_ID = "TRAINLAUNCH_REPLICA_ID"
+NUM_REPLICAS = "TRAINLAUNCH_NUM_REPLICAS"
+RANK0_HOST = "TRAINLAUNCH_RANK0_HOST"  # the ${rank0_env} of every backend
+RDZV_PORT = "TRAINLAUNCH_RDZV_PORT"  # port rank 0 listens on for multi-node static rendezvous
+RESTART_COUNT = "TRAINLAUNCH_RESTART_COUNT"  # how often the backend restarted this replica
+REPLICA_LOG_DIR = "TRAINLAUNCH_REPLICA_LOG_DIR"  # where a replica (node agent) keeps its files
+
+# --- launcher side ----------------------------------------------------------------------------
+HOME = "TRAINLAUNCH_HOME"  # the local app store (default: per-user state dir)
+SCHEDULER = "TRAINLAUNCH_SCHEDULER"  # default scheduler for `run`
+CONFIG = "TRAINLAUNCH_CONFIG"  # explicit config file ('' = none)
+DEBUG = "TRAINLAUNCH_DEBUG"  # show tracebacks at the error boundary
+GPU_COUNT = "TRAINLAUNCH_GPU_COUNT"  # override the visible-GPU count (tests; machines w/o nvidia-smi)
+
+BUILTIN_STRATEGIES: frozenset[str] = frozenset(
+    {"all_ranks", "single_rank", "sampled", "first_rank_per_node"}
+)
+DEFAULT_STRATEGY = "all_ranks"
+DEFAULT_SEED = 95050  # the rank library's seed when nothing was injected (seed 002's default)
+DEFAULT_METRICS_FILE = "rank{rank}.jsonl"  # relative name inside a metrics directory
+
+
+def is_builtin_namespace(name: str) -> bool:
+    """A strategy name without ``.`` or ``:`` belongs to the built-in namespace.
+
+    Custom strategies registered inside user code use a qualified name such as
+    ``myproj:every_other``; the launcher passes those through and the rank checks them.
+    """
+    return "." not in name and ":" not in name
+
+
+@dataclasses.dataclass(frozen=True)
+class RankSettings:
+    """The three settings every rank receives (seed, export strategy, metrics path)."""
+
+    seed: int | None = None
+    export_strategy: str = DEFAULT_STRATEGY
+    export_rank: int = 0
+    export_sample_rate: float = 1.0
+    metrics_path: str | None = None
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def to_env(self) -> dict[str, str]:
+        """Render as environment variables (unset values are omitted)."""
+        env = {
+            EXPORT_STRATEGY: self.export_strategy,
+            EXPORT_RANK: str(self.export_rank),
+            EXPORT_SAMPLE_RATE: repr(float(self.export_sample_rate)),
+        }
+        if self.seed is not None:
+            env[SEED] = str(self.seed)
+        if self.metrics_path:
+            env[METRICS_PATH] = self.metrics_path
+        return env
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able view, as recorded in the app store."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RankSettings:
+        """Read the injected settings; missing variables take the defaults above."""
+        env = os.environ if environ is None else environ
+        return cls(
+            seed=_parse_int(env, SEED, None),
+            export_strategy=env.get(EXPORT_STRATEGY) or DEFAULT_STRATEGY,
+            export_rank=_parse_int(env, EXPORT_RANK, 0) or 0,
+            export_sample_rate=_parse_float(env, EXPORT_SAMPLE_RATE, 1.0),
+            metrics_path=env.get(METRICS_PATH) or None,
+        )
+
+
+def validate(s: RankSettings) -> None:
+    """Raise UsageError for a value no rank could use."""
+    if s.seed is not None and (isinstance(s.seed, bool) or not isinstance(s.seed, int)):
+        raise UsageError(f"seed must be an integer, got {s.seed!r}")
+    if s.seed is not None and s.seed < 0:
+        raise UsageError(f"seed must be >= 0, got {s.seed}")
+    if s.seed is not None and s.seed >= 2**64:
+        raise UsageError(f"seed must be < 2**64, got {s.seed}")
+    if not s.export_strategy:
+        raise UsageError("export strategy must not be empty")
+    if is_builtin_namespace(s.export_strategy) and s.export_strategy not in BUILTIN_STRATEGIES:
+        raise UsageError(
+            f"unknown export strategy {s.export_strategy!r}; "
+            f"built-ins: {', '.join(sorted(BUILTIN_STRATEGIES))}",
+            hint="custom strategies registered in your code need a qualified name, "
+            "e.g. 'myproj:every_other'",
+        )
+    if isinstance(s.export_rank, bool) or not isinstance(s.export_rank, int) or s.export_rank < -1:
+        raise UsageError(f"export rank must be an integer >= -1, got {s.export_rank!r}")
+    rate = s.export_sample_rate
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or math.isnan(rate):
+        raise UsageError(f"export sample rate must be a number in [0, 1], got {rate!r}")
+    if not 0.0 <= float(rate) <= 1.0:
+        raise UsageError(f"export sample rate must be in [0, 1], got {rate}")
+
+
+def _parse_int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise UsageError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _parse_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw.strip())
+    except ValueError:
+        raise UsageError(f"{name} must be a number, got {raw!r}") from None
+
+
+def inject(app: Any, rank_settings: RankSettings, handle_prefix: str) -> Any:
+    """A new AppDef whose every role carries the rank settings and its identity variables.
+
+    ``handle_prefix`` is ``scheduler://session/``; the app id is the ``${app_id}`` macro,
+    which each scheduler substitutes per replica. The settings are recorded in the app's
+    metadata (key ``trainlaunch``) so ``describe`` can reproduce the run.
+    """
+    env = rank_settings.to_env()
+    env[APP_ID] = "${app_id}"
+    env[HANDLE] = handle_prefix + "${app_id}"
+
+    def with_env(role: Any) -> Any:
+        merged = dict(role.env)
+        merged.update(env)
+        merged[ROLE_NAME] = role.name
+        merged[REPLICA_ID] = "${replica_id}"
+        merged[NUM_REPLICAS] = str(role.num_replicas)
+        return role.replace(env=merged)
+
+    meta = dict(app.metadata)
+    meta["trainlaunch"] = {**dict(meta.get("trainlaunch") or {}), **rank_settings.to_dict()}
+    return app.map_roles(with_env).replace(metadata=meta)

@@ -1,0 +1,355 @@
+"""The nouns: AppDef, Role, Resource, RetryPolicy, AppState, AppStatus, runopts, macros, handles.
+
+Everything here is a frozen value validated when it is built; nothing does I/O. Dryrun,
+injection and macro substitution return new objects (TorchX shipped stale env because its
+dryrun mutated the caller's AppDef).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import string
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Callable
+
+from trainlaunch.errors import UsageError
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def _frozen_map(value: Mapping[str, Any] | None, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{what} must be a mapping, got {type(value).__name__}")
+    return MappingProxyType(dict(value))
+
+
+def check_name(name: str, what: str) -> None:
+    """Names become file, job and DNS names: letters, digits, '_', '.', '-' only."""
+    if not isinstance(name, str) or not NAME_RE.match(name) or name in (".", ".."):
+        raise UsageError(
+            f"invalid {what} name {name!r}: use 1-63 letters, digits, '_', '.', '-' "
+            "starting with a letter or digit"
+        )
+
+
+class AppState(enum.IntEnum):
+    """Lifecycle state of an app or a replica."""
+
+    UNSUBMITTED = 0
+    SUBMITTED = 1
+    PENDING = 2
+    RUNNING = 3
+    SUCCEEDED = 4
+    FAILED = 5
+    CANCELLED = 6
+    UNKNOWN = 7
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for SUCCEEDED, FAILED and CANCELLED."""
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED})
+ReplicaState = AppState
+
+
+def is_terminal(state: AppState) -> bool:
+    """True when the state can no longer change."""
+    return AppState(state).is_terminal
+
+
+class RetryPolicy(str, enum.Enum):
+    """What a failure restarts: the whole app, the failed replica, or the failed role."""
+
+    APPLICATION = "APPLICATION"
+    REPLICA = "REPLICA"
+    ROLE = "ROLE"
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """What one replica asks for."""
+
+    cpu: int = 1
+    gpu: int = 0
+    memMB: int = 1024  # noqa: N815 (TorchX's spelling, kept for familiarity)
+    capabilities: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for field in ("cpu", "gpu", "memMB"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UsageError(f"resource {field} must be an integer >= 0, got {value!r}")
+        object.__setattr__(self, "capabilities", _frozen_map(self.capabilities, "capabilities"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {"cpu": self.cpu, "gpu": self.gpu, "memMB": self.memMB,
+                "capabilities": dict(self.capabilities)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Resource:
+        """Inverse of to_dict."""
+        return cls(cpu=d.get("cpu", 1), gpu=d.get("gpu", 0), memMB=d.get("memMB", 1024),
+                   capabilities=d.get("capabilities") or {})
+
+
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """A set of identical replicas running one entrypoint."""
+
+    name: str
+    entrypoint: str
+    args: tuple[str, ...] = ()
+    image: str = ""
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    num_replicas: int = 1
+    min_replicas: int | None = None
+    max_retries: int = 0
+    retry_policy: RetryPolicy = RetryPolicy.APPLICATION
+    resource: Resource = dataclasses.field(default_factory=Resource)
+    port_map: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "role")
+        if not isinstance(self.entrypoint, str) or not self.entrypoint:
+            raise UsageError(f"role {self.name!r}: entrypoint must be a non-empty string")
+        args = tuple(self.args)
+        for a in args:
+            if not isinstance(a, str):
+                raise UsageError(f"role {self.name!r}: every arg must be a string, got {a!r}")
+        object.__setattr__(self, "args", args)
+        env = _frozen_map(self.env, "env")
+        for k, v in env.items():
+            if not isinstance(k, str) or not k or "=" in k or "\0" in k:
+                raise UsageError(f"role {self.name!r}: invalid env name {k!r}")
+            if not isinstance(v, str) or "\0" in v:
+                raise UsageError(f"role {self.name!r}: env {k} must be a string without NUL")
+        object.__setattr__(self, "env", env)
+        for field in ("num_replicas", "max_retries"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise UsageError(f"role {self.name!r}: {field} must be an integer")
+        if self.num_replicas < 1:
+            raise UsageError(f"role {self.name!r}: num_replicas must be >= 1")
+        if self.max_retries < 0:
+            raise UsageError(f"role {self.name!r}: max_retries must be >= 0")
+        if self.min_replicas is not None and not 1 <= self.min_replicas <= self.num_replicas:
+            raise UsageError(f"role {self.name!r}: min_replicas must be in 1..num_replicas")
+        object.__setattr__(self, "retry_policy", RetryPolicy(self.retry_policy))
+        if not isinstance(self.resource, Resource):
+            raise UsageError(f"role {self.name!r}: resource must be a Resource")
+        object.__setattr__(self, "port_map", _frozen_map(self.port_map, "port_map"))
+        object.__setattr__(self, "metadata", _frozen_map(self.metadata, "metadata"))
+
+    def replace(self, **changes: Any) -> Role:
+        """A new Role with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "name": self.name, "entrypoint": self.entrypoint, "args": list(self.args),
+            "image": self.image, "env": dict(self.env), "num_replicas": self.num_replicas,
+            "min_replicas": self.min_replicas, "max_retries": self.max_retries,
+            "retry_policy": self.retry_policy.value, "resource": self.resource.to_dict(),
+            "port_map": dict(self.port_map), "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Role:
+        """Inverse of to_dict."""
+        return cls(
+            name=d["name"], entrypoint=d["entrypoint"], args=tuple(d.get("args", ())),
+            image=d.get("image", ""), env=d.get("env") or {},
+            num_replicas=d.get("num_replicas", 1), min_replicas=d.get("min_replicas"),
+            max_retries=d.get("max_retries", 0),
+            retry_policy=RetryPolicy(d.get("retry_policy", "APPLICATION")),
+            resource=Resource.from_dict(d.get("resource") or {}),
+            port_map=d.get("port_map") or {}, metadata=d.get("metadata") or {},
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class AppDef:
+    """An application: a name and one or more roles."""
+
+    name: str
+    roles: tuple[Role, ...]
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "app")
+        roles = tuple(self.roles)
+        if not roles:
+            raise UsageError(f"app {self.name!r} has no roles")
+        seen: set[str] = set()
+        for r in roles:
+            if not isinstance(r, Role):
+                raise UsageError(f"app {self.name!r}: roles must be Role values, got {r!r}")
+            if r.name in seen:
+                raise UsageError(f"app {self.name!r}: duplicate role name {r.name!r}")
+            seen.add(r.name)
+        object.__setattr__(self, "roles", roles)
+        object.__setattr__(self, "metadata", _frozen_map(self.metadata, "metadata"))
+
+    def replace(self, **changes: Any) -> AppDef:
+        """A new AppDef with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def map_roles(self, fn: Callable[[Role], Role]) -> AppDef:
+        """A new AppDef with fn applied to every role."""
+        return self.replace(roles=tuple(fn(r) for r in self.roles))
+
+    def role(self, name: str) -> Role:
+        """The role with that name (UsageError lists the names otherwise)."""
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise UsageError(f"app has no role {name!r}; roles: {', '.join(r.name for r in self.roles)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {"name": self.name, "roles": [r.to_dict() for r in self.roles],
+                "metadata": dict(self.metadata)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AppDef:
+        """Inverse of to_dict."""
+        return cls(name=d["name"], roles=tuple(Role.from_dict(r) for r in d["roles"]),
+                   metadata=d.get("metadata") or {})
+
+
+class macros:  # noqa: N801 (TorchX's spelling)
+    """Placeholders substituted per replica by every scheduler."""
+
+    img_root = "${img_root}"
+    app_id = "${app_id}"
+    replica_id = "${replica_id}"
+    rank0_env = "${rank0_env}"
+
+    @dataclasses.dataclass(frozen=True)
+    class Values:
+        """The values a scheduler substitutes for one replica."""
+
+        img_root: str
+        app_id: str
+        replica_id: str
+        rank0_env: str
+
+        def substitute(self, text: str) -> str:
+            """Replace the macros in text; unknown ``${...}`` are left alone."""
+            return string.Template(text).safe_substitute(dataclasses.asdict(self))
+
+        def apply(self, role: Role) -> Role:
+            """A new Role with macros replaced in args and env values."""
+            return role.replace(
+                args=tuple(self.substitute(a) for a in role.args),
+                env={k: self.substitute(v) for k, v in role.env.items()},
+            )
+
+
+# --- status -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaStatus:
+    """The state of one replica (one process, node or pod)."""
+
+    id: int
+    state: AppState
+    role: str
+    hostname: str = ""
+    exit_code: int | None = None
+    signal: str | None = None  # e.g. "SIGKILL" when killed by a signal
+    restarts: int = 0
+    message: str = ""  # the root cause when failed (traceback or stderr tail)
+    pid: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        d = dataclasses.asdict(self)
+        d["state"] = self.state.name
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReplicaStatus:
+        """Inverse of to_dict."""
+        kw = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d}
+        kw["state"] = AppState[d["state"]] if isinstance(d["state"], str) else AppState(d["state"])
+        return cls(**kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleStatus:
+    """The replicas of one role."""
+
+    role: str
+    replicas: tuple[ReplicaStatus, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {"role": self.role, "replicas": [r.to_dict() for r in self.replicas]}
+
+
+@dataclasses.dataclass(frozen=True)
+class AppStatus:
+    """The state of an app as a scheduler reports it."""
+
+    state: AppState
+    num_restarts: int = 0
+    msg: str = ""
+    structured_error_msg: str = ""
+    ui_url: str | None = None
+    roles: tuple[RoleStatus, ...] = ()
+    exit_code: int | None = None  # the first failing replica's exit code (128+N for signals)
+
+    @property
+    def is_terminal(self) -> bool:
+        """True when the app can no longer change state."""
+        return self.state.is_terminal
+
+    def replicas(self) -> Iterable[ReplicaStatus]:
+        """Every replica of every role."""
+        for rs in self.roles:
+            yield from rs.replicas
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form with stable keys."""
+        return {
+            "state": self.state.name, "num_restarts": self.num_restarts, "msg": self.msg,
+            "structured_error_msg": self.structured_error_msg, "ui_url": self.ui_url,
+            "exit_code": self.exit_code, "roles": [r.to_dict() for r in self.roles],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class AppDryRunInfo:
+    """What a scheduler would submit: the request and how to print it exactly."""
+
+    request: Any
+    fmt: Callable[[Any], str] = repr
+    app: AppDef | None = None
+    cfg: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    scheduler: str = ""
+    app_id: str | None = None  # known before submission on backends that choose it
+
+    def __str__(self) -> str:
+        return self.fmt(self.request)
+
+
+from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle  # noqa: E402
+from trainlaunch.runopts import CfgVal, runopt, runopts  # noqa: E402
+
+__all__ = [
+    "AppDef", "AppDryRunInfo", "AppHandle", "AppState", "AppStatus", "CfgVal", "ReplicaState",
+    "ReplicaStatus", "Resource", "RetryPolicy", "Role", "RoleStatus", "check_name",
+    "is_terminal", "macros", "make_app_handle", "parse_app_handle", "runopt", "runopts",
+]

@@ -1,0 +1,178 @@
+"""The app store under ``$TRAINLAUNCH_HOME``: private directories and atomic JSON records.
+
+Layout of one local app (``apps/<app_id>/``)::
+
+    app.json          the request, written once by the CLI (AppDef, cfg, settings, replicas)
+    supervisor.json   pid + start ticks + boot id of the detached supervisor
+    state.json        the live state, written by the supervisor only (atomically)
+    supervisor.log    the supervisor's own diagnostics
+    logs/<role>/<replica>/{stdout,stderr}.log, error.json, ...
+
+Every write goes to a temporary file in the same directory, is fsynced and renamed over the
+record, so no reader ever sees half a record. The store refuses to work in a directory another
+user can write to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import stat
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from trainlaunch import settings
+from trainlaunch.errors import StoreError
+from trainlaunch.handles import check_app_id
+
+RECORD_VERSION = 1
+_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no 0/o/1/l: ids are read aloud and typed
+
+
+def store_root(environ: Mapping[str, str] | None = None) -> Path:
+    """The trainlaunch home: $TRAINLAUNCH_HOME or the per-user state directory."""
+    env = os.environ if environ is None else environ
+    explicit = env.get(settings.HOME)
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "trainlaunch"
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create path (0700) if needed; refuse one that others can write to or do not own."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError as e:
+        raise StoreError(f"cannot create the app store at {path}: {e.strerror}",
+                         hint=f"set {settings.HOME} to a writable directory") from None
+    if st.st_uid != os.getuid():
+        raise StoreError(f"refusing to use app store {path}: owned by uid {st.st_uid}, not you",
+                         hint=f"set {settings.HOME} to a directory you own")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise StoreError(f"refusing to use app store {path}: writable by other users",
+                         hint=f"run: chmod go-w {path}")
+    return path
+
+
+def apps_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The directory that holds one subdirectory per local app."""
+    root = ensure_private_dir(store_root(environ))
+    return ensure_private_dir(root / "apps")
+
+
+def new_app_id(name: str) -> str:
+    """A fresh id: ``<name>-<10 random chars>``, valid as a file, DNS and job name."""
+    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(10))
+    base = re.sub(r"[^a-z0-9]+", "-", name.lower())[:40].strip("-") or "app"
+    return check_app_id(f"{base}-{suffix}")
+
+
+def app_dir(app_id: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Where app_id's records live (the id is checked: it cannot escape the store)."""
+    return apps_dir(environ) / check_app_id(app_id)
+
+
+def create_app_dir(app_id: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Create the app's directory; fails if the id already exists."""
+    path = app_dir(app_id, environ)
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        raise StoreError(f"app id {app_id} already exists in the store") from None
+    except OSError as e:
+        raise StoreError(f"cannot create {path}: {e.strerror}") from None
+    return path
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Atomically replace path with data as JSON (0600)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, separators=(",", ":"), sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise StoreError(f"cannot write {path}: {e.strerror or e}",
+                         hint="check free disk space and permissions of the app store") from None
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON record; StoreError names the file when it is missing or corrupt."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise StoreError(f"unreadable record {path}: {e}") from None
+
+
+def read_json_or_none(path: Path) -> Any:
+    """Like read_json, but None when the file does not exist."""
+    try:
+        return read_json(path)
+    except FileNotFoundError:
+        return None
+
+
+# --- process identity (pid reuse safe) ----------------------------------------------------------
+
+
+def boot_id() -> str:
+    """This boot's id: a record written before a reboot has another one."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process start time in clock ticks since boot (None if it does not exist)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # the command name may contain spaces and ')': fields start after the last ')'
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        if fields[0] == b"Z":  # a zombie has exited already
+            return None
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def same_process_alive(pid: int | None, ticks: int | None, boot: str | None = None) -> bool:
+    """True if pid is alive and is still the process recorded (same start time and boot)."""
+    if not pid or pid <= 0:
+        return False
+    if boot and boot != boot_id():
+        return False
+    now = start_ticks(pid)
+    if now is None:
+        return False
+    return ticks is None or now == ticks
