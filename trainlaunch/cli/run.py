@@ -88,8 +88,10 @@ def sys_stdout_flush() -> None:
 
 
 def _print_dryrun(info: Any, as_json: bool, show_secrets: bool) -> None:
-    from trainlaunch.redact import redact_env
+    from trainlaunch.redact import mask_text, redact_env, secret_values
 
+    hidden = [] if show_secrets or info.app is None else secret_values(
+        r.env for r in info.app.roles)
     if as_json:
         request = info.request
         doc: dict[str, Any] = {"scheduler": info.scheduler, "app_id": info.app_id}
@@ -97,19 +99,10 @@ def _print_dryrun(info: Any, as_json: bool, show_secrets: bool) -> None:
             doc["replicas"] = [{**r, "env": redact_env(r["env"], show_secrets)}
                                for r in request["replicas"]]
         else:
-            doc["request"] = str(info)
+            doc["request"] = mask_text(str(info), hidden)
         output.emit_json(doc)
         return
-    text = str(info)
-    if show_secrets and isinstance(info.request, dict) and "replicas" in info.request:
-        from trainlaunch.schedulers.local import format_request
-        import shlex
-
-        text = format_request(info.request)
-        for r in info.request["replicas"]:  # unmasked on request
-            for k, v in r["env"].items():
-                text = text.replace(f"{k}=********", f"{k}={shlex.quote(v)}")
-    output.emit(text)
+    output.emit(mask_text(str(info), hidden))
 
 
 def _wait(runner: Any, handle: str, log: bool, as_json: bool, app_exit_code: bool) -> None:

@@ -249,13 +249,11 @@ class LocalScheduler(Scheduler):
 
 def format_request(request: Mapping[str, Any]) -> str:
     """The exact processes the supervisor will start, one block per replica."""
-    from trainlaunch.redact import redact_env
-
     lines = [f"# local app {request['app_id']} ({request['handle']})",
              f"# cwd: {request['cwd']}"]
     for r in request["replicas"]:
         lines.append(f"\n[{r['role']}/{r['replica_id']}]")
-        env = redact_env(r["env"])
+        env = r["env"]
         for k in sorted(env):
             lines.append(f"  {k}={shlex.quote(env[k])}")
         lines.append("  $ " + " ".join(shlex.quote(a) for a in r["cmd"]))
