@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from pathlib import Path
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -173,6 +174,12 @@ class Runner:
         sched, h = self._parse(app_handle)
         stream = Stream(streams) if streams else None
         return sched.log_iter(h.app_id, role_name, k, regex, since, until, should_tail, stream)
+
+    def log_files(self, app_handle: str, role_name: str, k: int = 0,
+                  streams: Stream | str | None = None) -> list[Path] | None:
+        """Local files with replica k's whole log, if the backend keeps them (else None)."""
+        sched, h = self._parse(app_handle)
+        return sched.log_files(h.app_id, role_name, k, Stream(streams) if streams else None)
 
     def log_replicas(self, app_handle: str, role_name: str) -> list[int]:
         """Replica ids of a role."""

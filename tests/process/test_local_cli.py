@@ -202,3 +202,18 @@ def test_logs_follow_ends_when_app_ends(cli: CLI) -> None:
     handle = cli.run("utils.sh", "for i in 1 2 3; do echo line$i; sleep 0.2; done")
     out = cli("logs", "-f", "--raw", handle, timeout=60, check=True).stdout
     assert out.splitlines() == ["line1", "line2", "line3"]
+
+
+def test_logs_since_until_use_the_replica_timeline(cli: CLI) -> None:
+    handle = cli.run("utils.sh", "echo early; sleep 2.5; echo late")
+    cli.wait(handle)
+    app_id = handle.rsplit("/", 1)[1]
+    timeline = cli.home / "apps" / app_id / "logs" / "sh" / "0" / "timeline.jsonl"
+    samples = [json.loads(line) for line in timeline.read_text().splitlines()]
+    after_early = next(s for s in samples if s["stdout"] == len("early\n"))
+    since = cli("logs", "--raw", "--since", str(after_early["t"] + 0.001), handle, check=True)
+    assert since.stdout.splitlines() == ["late"]
+    until = cli("logs", "--raw", "--until", str(after_early["t"]), handle, check=True)
+    assert until.stdout.splitlines() == ["early"]
+    bad = cli("logs", "--since", "yesterday-ish", handle)
+    assert bad.returncode == 2 and "invalid time" in bad.stderr

@@ -12,6 +12,7 @@ import abc
 import dataclasses
 import enum
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, runopts
@@ -108,6 +109,11 @@ class Scheduler(abc.ABC):
         With should_tail, keep yielding new lines until the app is terminal.
         """
         raise NotImplementedError(f"{self.backend} does not support logs")
+
+    def log_files(self, app_id: str, role_name: str, k: int = 0,
+                  streams: Stream | None = None) -> list[Path] | None:
+        """Local files holding replica k's whole log, when the backend has them (fast path)."""
+        return None
 
     def log_replicas(self, app_id: str, role_name: str) -> list[int]:
         """Replica ids of a role that have logs (default: all declared replicas)."""

@@ -23,7 +23,7 @@ from trainlaunch.errors import AppNotFound, SchedulerError, StoreError
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers import local_state
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from trainlaunch.schedulers.logfiles import follow_lines, read_lines
+from trainlaunch.schedulers.logfiles import follow_lines, read_lines, time_span
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, CfgVal, macros, runopts
 
 BACKEND = "local"
@@ -225,26 +225,31 @@ class LocalScheduler(Scheduler):
             raise AppNotFound(f"app {app_id} has no role {role_name!r}; roles: {', '.join(roles)}")
         return ids
 
+    def log_files(self, app_id: str, role_name: str, k: int = 0,
+                  streams: Stream | None = None) -> list[Path] | None:
+        """The replica's stdout/stderr files (stdout first for combined)."""
+        path = self._dir(app_id)
+        if k not in self.log_replicas(app_id, role_name):
+            raise AppNotFound(f"app {app_id} role {role_name!r} has no replica {k}")
+        names = {"stdout": ["stdout.log"], "stderr": ["stderr.log"],
+                 "combined": ["stdout.log", "stderr.log"]}[Stream(streams or Stream.COMBINED).value]
+        return [path / "logs" / role_name / str(k) / n for n in names]
+
     def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: str | None = None,
                  since: float | None = None, until: float | None = None,
                  should_tail: bool = False, streams: Stream | None = None) -> Iterator[str]:
         """Lines of one replica's log files; with should_tail, follow until the app ends."""
-        path = self._dir(app_id)
-        if k not in self.log_replicas(app_id, role_name):
-            raise AppNotFound(f"app {app_id} role {role_name!r} has no replica {k}")
-        rdir = path / "logs" / role_name / str(k)
-        stream = Stream(streams or Stream.COMBINED)
-        names = {"stdout": ["stdout.log"], "stderr": ["stderr.log"],
-                 "combined": ["stdout.log", "stderr.log"]}[stream.value]
-        files = [rdir / n for n in names]
-        if not should_tail:
-            yield from read_lines(files, regex)
+        files = self.log_files(app_id, role_name, k, streams) or []
+        spans = [time_span(f.parent / "timeline.jsonl", f.name.split(".")[0], since, until)
+                 for f in files]
+        if not should_tail or until is not None:
+            yield from read_lines(files, regex, spans)
             return
 
         def finished() -> bool:
             return self.describe(app_id).status.is_terminal
 
-        yield from follow_lines(files, regex, finished)
+        yield from follow_lines(files, regex, finished, [s for s, _ in spans])
 
 
 def format_request(request: Mapping[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -18,23 +19,65 @@ def _matcher(regex: str | None) -> Callable[[str], bool]:
     return lambda line: pattern.search(line) is not None
 
 
-def read_lines(files: Sequence[Path], regex: str | None = None) -> Iterator[str]:
-    """Every line of each existing file in turn (no trailing newline)."""
+Span = tuple[int, "int | None"]  # [start, end) byte offsets; end None = to the end
+
+
+def time_span(timeline: Path, stream: str, since: float | None, until: float | None) -> Span:
+    """Byte offsets of stream's log covering [since, until], from a replica's timeline.jsonl.
+
+    Each timeline sample says how large the log was at a time, so lines written between
+    two samples are attributed to that interval: the span may include up to one sampling
+    interval more than asked, never less.
+    """
+    if since is None and until is None:
+        return (0, None)
+    samples = []
+    try:
+        with open(timeline, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    d = json.loads(line)
+                    samples.append((float(d["t"]), int(d[stream])))
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn last line after a crash
+    except FileNotFoundError:
+        return (0, None)
+    start, end = 0, None
+    if since is not None:
+        before = [size for t, size in samples if t <= since]
+        start = before[-1] if before else 0
+    if until is not None:
+        after = [size for t, size in samples if t >= until]
+        end = after[0] if after else None
+    return (start, end)
+
+
+def read_lines(files: Sequence[Path], regex: str | None = None,
+               spans: Sequence[Span] | None = None) -> Iterator[str]:
+    """Every line of each existing file in turn (no trailing newline), within its span."""
     keep = _matcher(regex)
-    for path in files:
+    for n, path in enumerate(files):
+        start, end = spans[n] if spans else (0, None)
         try:
-            f = open(path, encoding="utf-8", errors="replace", newline="\n")
+            f = open(path, "rb")  # noqa: SIM115
         except FileNotFoundError:
             continue
         with f:
-            for line in f:
-                line = line[:-1] if line.endswith("\n") else line
-                if keep(line):
-                    yield line
+            f.seek(start)
+            data = f.read() if end is None else f.read(max(0, end - start))
+        if not data:
+            continue
+        text = data.decode("utf-8", errors="replace")
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        for line in lines:
+            if keep(line):
+                yield line
 
 
-def follow_lines(files: Sequence[Path], regex: str | None, finished: Callable[[], bool]
-                 ) -> Iterator[str]:
+def follow_lines(files: Sequence[Path], regex: str | None, finished: Callable[[], bool],
+                 starts: Sequence[int] | None = None) -> Iterator[str]:
     """Yield complete lines as they are appended; end once finished() and fully drained."""
     keep = _matcher(regex)
     handles: dict[Path, object] = {}
@@ -51,6 +94,8 @@ def follow_lines(files: Sequence[Path], regex: str | None, finished: Callable[[]
                         f = handles[path] = open(path, "rb")  # noqa: SIM115
                     except FileNotFoundError:
                         continue
+                    if starts:
+                        f.seek(starts[files.index(path)])
                 data = f.read()  # type: ignore[attr-defined]
                 if not data:
                     continue

@@ -23,6 +23,7 @@ from typing import Any
 from trainlaunch import settings, store
 
 STDERR_TAIL_LINES = 20
+TIMELINE_INTERVAL_S = 1.0  # granularity of `logs --since/--until` on the local backend
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -44,6 +45,27 @@ class Replica:
         self.ended: float | None = None
         self.message = ""
         self.stderr_offset = 0
+        self.last_sizes: tuple[int, int] | None = None
+
+    def sample_timeline(self) -> None:
+        """Append (time, stdout size, stderr size) to timeline.jsonl when the sizes changed.
+
+        `logs --since/--until` map times to byte offsets with it (granularity: one interval).
+        """
+        try:
+            sizes = ((self.log_dir / "stdout.log").stat().st_size,
+                     (self.log_dir / "stderr.log").stat().st_size)
+        except OSError:
+            return
+        if sizes == self.last_sizes:
+            return
+        self.last_sizes = sizes
+        line = json.dumps({"t": round(time.time(), 3), "stdout": sizes[0], "stderr": sizes[1]})
+        try:
+            with open(self.log_dir / "timeline.jsonl", "a") as f:
+                f.write(line + "\n")
+        except OSError:
+            pass  # a full disk must not stop the app; only --since precision suffers
 
     @property
     def key(self) -> str:
@@ -119,6 +141,7 @@ class Supervisor:
         os.chmod(out.name, 0o600)
         os.chmod(err.name, 0o600)
         rep.stderr_offset = err.tell()
+        rep.sample_timeline()
         rep.exit_code, rep.signal, rep.message, rep.ended = None, None, "", None
         rep.started = time.time()
         try:
@@ -161,6 +184,7 @@ class Supervisor:
             else:
                 rep.exit_code = os.WEXITSTATUS(status)
             rep.state = "SUCCEEDED" if rep.exit_code == 0 else "FAILED"
+            rep.sample_timeline()
             if rep.state == "FAILED":
                 rep.message = self.root_cause(rep)
             ended.append(rep)
@@ -296,10 +320,16 @@ class Supervisor:
             if ended:
                 self.save()
             if not self._exec_failures(peek=True):
-                self.wait_signals(None)
+                self.wait_signals(TIMELINE_INTERVAL_S)
+                self.sample_timelines()
         self.ended = time.time()
         self.save()
         return 0
+
+    def sample_timelines(self) -> None:
+        """Record log sizes of the running replicas (see Replica.sample_timeline)."""
+        for rep in self.by_pid.values():
+            rep.sample_timeline()
 
     def _exec_failures(self, peek: bool = False) -> list[Replica]:
         """Replicas whose last start failed before a process existed (not yet handled)."""

@@ -1,0 +1,198 @@
+"""The file side of a metric logger: the buffer, whole-line writes, and flushing at shutdown.
+
+A :class:`Sink` owns the file descriptor, the lock and the buffered entries, and holds no
+reference to its :class:`~trainlaunch.rank.metrics.MetricLogger`, so that
+
+* a logger that is garbage collected, or still open at interpreter exit, is drained by a
+  ``weakref.finalize`` (which runs at exit too), and
+* a SIGTERM handler (installed once, from the main thread, chaining to the previous handler)
+  can drain every live sink before the process goes away.
+
+Durability: each drain is one ``os.write`` of whole lines to an ``O_APPEND`` descriptor (no
+Python-side buffer), so records leave the process as soon as the buffer drains; a crash loses at
+most the records still buffered, and cannot tear a line that was already written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+from trainlaunch.rank import _encode
+
+# Buffer entries are (Schema, row) for fast-path records, a str for a rendered line, or a
+# Deferred holding device tensors that are converted in one batch when the buffer drains.
+Entry = Any
+
+
+class Deferred:
+    """A record line with holes where device tensors go, filled in when the buffer drains."""
+
+    __slots__ = ("parts", "slots")
+
+    def __init__(self, parts: list[str], slots: list[tuple[int, str, Any]]) -> None:
+        self.parts = parts
+        self.slots = slots  # (index into parts, metric name, detached tensor copy)
+
+
+def render(entries: list[Entry]) -> str:
+    """The text of ``entries``: one JSON line each, in order."""
+    deferred = [e for e in entries if type(e) is Deferred]
+    if deferred:
+        holes = [(d, index, name, tensor) for d in deferred for index, name, tensor in d.slots]
+        values = _encode.tensors_to_python([hole[3] for hole in holes])
+        for (d, index, name, _), value in zip(holes, values):
+            d.parts[index] = _encode.encode_value(name, value)
+    out: list[str] = []
+    i, count = 0, len(entries)
+    while i < count:
+        entry = entries[i]
+        kind = type(entry)
+        if kind is tuple:
+            # A run of fast-path records with one schema is formatted by one % operation.
+            schema, j = entry[0], i + 1
+            while j < count and type(entries[j]) is tuple and entries[j][0] is schema:
+                j += 1
+            rows = itertools.chain.from_iterable([e[1] for e in entries[i:j]])
+            out.append((schema.template * (j - i)) % tuple(rows))
+            i = j
+            continue
+        out.append(entry if kind is str else "".join(entry.parts))
+        i += 1
+    return "".join(out)
+
+
+class Sink:
+    """An open JSON Lines file, its lock and its buffer."""
+
+    def __init__(self, path: str, append: bool, fsync_each_write: bool) -> None:
+        parent = os.path.dirname(path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        self.new_file = not os.path.exists(path)
+        # O_APPEND even when truncating: every write lands at the end, never inside a hole.
+        self.fd = os.open(path, flags | (0 if append else os.O_TRUNC), 0o644)
+        self.path = path
+        self.fsync_each_write = fsync_each_write
+        self.lock = threading.RLock()  # re-entrant only so the SIGTERM handler can test ownership
+        self.entries: list[Entry] = []
+        self.closed = False
+        self.pid = os.getpid()
+        _live.add(self)
+        _install_sigterm_handler()
+
+    def drain_locked(self, fsync: bool = False) -> None:
+        """Write the buffer out (caller holds the lock); the buffer is empty afterwards."""
+        batch = self.entries[:]
+        self.entries.clear()  # cleared before writing: a failing write must not repeat lines
+        if self.pid != os.getpid():
+            return  # a forked child must not write its copy of the parent's buffer
+        if batch:
+            self._write(render(batch).encode("utf-8"))
+        if fsync or (batch and self.fsync_each_write):
+            self._fsync()
+
+    def flush(self, fsync: bool = True) -> None:
+        """Drain the buffer and, by default, fsync the file."""
+        with self.lock:
+            if not self.closed:
+                self.drain_locked(fsync=fsync)
+
+    def close(self) -> None:
+        """Drain, then close the file; a second call does nothing."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            _live.discard(self)
+            try:
+                self.drain_locked(fsync=self.fsync_each_write)
+            finally:
+                os.close(self.fd)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # regular files rarely write short, but a signal can make them
+            written = os.write(self.fd, view)
+            view = view[written:]
+
+    def _fsync(self) -> None:
+        os.fsync(self.fd)
+        if self.new_file:  # a new file's directory entry is only durable once its dir is synced
+            self.new_file = False
+            dir_fd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+
+# --- shutdown ------------------------------------------------------------------------------------
+_live: set[Sink] = set()
+_handler_installed = False
+_previous_handler: Any = None
+_pending: tuple[int, FrameType | None] | None = None  # a SIGTERM that arrived mid-operation
+
+
+def _install_sigterm_handler() -> None:
+    global _handler_installed, _previous_handler
+    if _handler_installed or threading.current_thread() is not threading.main_thread():
+        return  # signal.signal only works in the main thread; a later logger will retry
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None:
+        return  # installed from C: we could not chain to it, so leave it alone
+    _previous_handler = previous
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    _handler_installed = True
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    global _pending
+    for sink in list(_live):
+        # Handlers run in the main thread between bytecodes. If that thread is inside this
+        # sink's critical section, draining now could see a half-updated buffer: let the
+        # interrupted method finish and call run_pending() once it has released the lock.
+        if sink.lock._is_owned():  # type: ignore[attr-defined]
+            _pending = (signum, frame)
+            return
+    _finish(signum, frame)
+
+
+def run_pending() -> None:
+    """Complete a SIGTERM that was deferred while the main thread held a sink's lock."""
+    global _pending
+    pending, _pending = _pending, None
+    if pending is not None:
+        _finish(*pending)
+
+
+def flush_all(fsync: bool) -> None:
+    """Drain every live sink of this process."""
+    for sink in list(_live):
+        try:
+            sink.flush(fsync=fsync)
+        except OSError:
+            pass  # one unwritable file must not stop the others from being saved
+
+
+def _finish(signum: int, frame: FrameType | None) -> None:
+    flush_all(fsync=True)  # SIGTERM usually means preemption: make the records durable
+    previous = _previous_handler
+    if callable(previous):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:
+        # The default action is to die by the signal: re-deliver it so the exit status says so.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _after_fork_in_child() -> None:
+    _live.clear()  # the parent's files belong to the parent
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
