@@ -76,11 +76,7 @@ class Runner:
         comp = find_component(component)
         defaults = self._component_defaults.get(component, {})
         if isinstance(component_args, Mapping):
-            app = comp.fn(**{**defaults, **component_args})
-            if not isinstance(app, AppDef):
-                raise UsageError(f"component {component!r} returned {type(app).__name__}, "
-                                 "not an AppDef")
-            return app
+            return comp.call(dict(component_args), defaults)
         return comp.materialize(list(component_args), defaults)
 
     def run_component(self, component: str, component_args: Sequence[str] | Mapping[str, Any],

@@ -1,0 +1,70 @@
+"""One contract every backend honours, driven through the Runner API.
+
+echo x2 -> SUCCEEDED, logs of each replica show the injected seed -> a sleeper -> stop ->
+CANCELLED -> list shows both. Backends that cannot run here are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from trainlaunch.runner import get_runner
+from trainlaunch.settings import RankSettings
+from trainlaunch.specs import AppDef, AppState, Role
+from tests.conftest import wait_until
+
+
+def slurm_available() -> str | None:
+    """None when a Slurm cluster answers, else the reason it does not."""
+    if shutil.which("sinfo") is None:
+        return "sinfo not installed (scripts/slurm-dev-cluster start installs and starts one)"
+    try:
+        ok = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return None if ok else "no Slurm cluster answers (scripts/slurm-dev-cluster start)"
+
+
+BACKENDS = ["local", "slurm"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+            ) -> str:
+    monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
+    if request.param == "slurm":
+        reason = slurm_available()
+        if reason:
+            if os.environ.get("TRAINLAUNCH_REQUIRE_SLURM"):
+                pytest.fail(f"Slurm is required here but unavailable: {reason}")
+            pytest.skip(reason)
+        # the job dir must be on the filesystem the emulated nodes share: this machine's
+        monkeypatch.chdir(tmp_path)
+    return str(request.param)
+
+
+def test_backend_contract(backend: str) -> None:
+    echo = AppDef("echo", [Role("echo", "bash", ("-c", "echo seed=$TRAINLAUNCH_SEED "
+                                                        "replica=$TRAINLAUNCH_REPLICA_ID"),
+                                num_replicas=2)])
+    sleeper = AppDef("sleeper", [Role("sleeper", "sleep", ("600",))])
+    with get_runner() as runner:
+        h1 = runner.run(echo, backend, rank_settings=RankSettings(seed=1234))
+        final = runner.wait(h1, timeout=180)
+        assert final.state == AppState.SUCCEEDED, final
+        for k in (0, 1):
+            lines = list(runner.log_lines(h1, "echo", k))
+            assert f"seed=1234 replica={k}" in lines, lines
+        h2 = runner.run(sleeper, backend)
+        wait_until(lambda: runner.status(h2).state == AppState.RUNNING, timeout=120,
+                   what="the sleeper to run")
+        runner.cancel(h2)
+        assert runner.status(h2).state == AppState.CANCELLED
+        listed = {r.app_handle: r.state for r in runner.list(backend)}
+        assert listed.get(h1) == AppState.SUCCEEDED
+        assert listed.get(h2) == AppState.CANCELLED
