@@ -1,0 +1,39 @@
+"""Fixtures for the Kubernetes backend: a fake API server on loopback and a kubeconfig for it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from k8s_fake_apiserver import FakeApiServer  # noqa: E402
+from k8s_helpers import write_kubeconfig  # noqa: E402
+
+from trainlaunch.schedulers.kubernetes import KubernetesScheduler, create_scheduler  # noqa: E402
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeApiServer]:
+    """A running fake API server."""
+    server = FakeApiServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, fake_api: FakeApiServer) -> Path:
+    """A kubeconfig pointing at fake_api, current namespace 'team'."""
+    return write_kubeconfig(tmp_path / "kubeconfig", fake_api.url)
+
+
+@pytest.fixture
+def k8s(kubeconfig: Path) -> Iterator[KubernetesScheduler]:
+    """A kubernetes scheduler using that kubeconfig."""
+    scheduler = create_scheduler("tests", kubeconfig=str(kubeconfig))
+    scheduler.poll_interval = 0.01
+    yield scheduler
+    scheduler.close()

@@ -1,0 +1,370 @@
+"""A small in-memory Kubernetes API server over HTTP on 127.0.0.1, for wire-contract tests.
+
+It speaks what trainlaunch uses (Jobs, Services, Pods, pod logs) the way the real API server
+does: 201 on create, ``Status`` bodies with the real reasons (AlreadyExists, NotFound,
+Forbidden), chunked ``text/plain`` log streams, and the batch/v1 delete default that
+*orphans* a Job's pods unless ``propagationPolicy`` says otherwise. It has no controllers:
+tests play the Job controller and the kubelet with ``add_pod``, ``set_pod`` and
+``set_job_status``. Every request is recorded for assertions.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import json
+import queue
+import re
+import socket
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+_ROUTES = [
+    (re.compile(r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs(?:/(?P<name>[^/]+))?(?P<sub>/status)?$"), "jobs"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services(?:/(?P<name>[^/]+))?$"), "services"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+))?(?P<sub>/log)?$"), "pods"),
+]
+_KINDS = {"jobs": ("Job", "batch/v1", "batch"), "services": ("Service", "v1", ""),
+          "pods": ("Pod", "v1", "")}
+_END = object()
+_DROP = object()
+
+
+@dataclasses.dataclass
+class Recorded:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    headers: dict[str, str]  # lower-case names
+
+
+class LogSource:
+    """The log of one pod: timestamped output, plus live streams for ``follow``."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, bytes]] = []
+        self.closed = False
+        self._followers: list[queue.Queue[Any]] = []
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes | str, at: float | None = None) -> None:
+        """Append output, stamped at unix time ``at`` (default now); followers get it at once."""
+        raw = data.encode() if isinstance(data, str) else data
+        when = datetime.datetime.fromtimestamp(time.time() if at is None else at,
+                                               datetime.timezone.utc)
+        with self._lock:
+            self.entries.append((when.strftime("%Y-%m-%dT%H:%M:%S.%f000Z"), raw))
+            for q in self._followers:
+                q.put(raw)
+
+    def close(self, drop: bool = False) -> None:
+        """The container exited: followers' streams end (with drop, the connection breaks)."""
+        with self._lock:
+            self.closed = True
+            for q in self._followers:
+                q.put(_DROP if drop else _END)
+
+    def attach(self, follow: bool) -> tuple[list[tuple[str, bytes]], queue.Queue[Any] | None]:
+        """What was written so far and, when following a running container, what comes next."""
+        with self._lock:
+            live: queue.Queue[Any] | None = None
+            if follow and not self.closed:
+                live = queue.Queue()
+                self._followers.append(live)
+            return list(self.entries), live
+
+
+class FakeApiServer:
+    """Start with ``start()``; ``url`` is the server to put in a kubeconfig."""
+
+    def __init__(self, version: str = "1.33") -> None:
+        self.version = version
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.requests: list[Recorded] = []
+        self.logs: dict[tuple[str, str], LogSource] = {}
+        self.follow_started: queue.Queue[str] = queue.Queue()
+        self._failures: list[tuple[str, re.Pattern[str], int, str, str]] = []
+        self._lock = threading.RLock()
+        self._clock = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        """http://127.0.0.1:PORT"""
+        return f"http://127.0.0.1:{self._server.server_port}"
+
+    def start(self) -> FakeApiServer:
+        """Serve in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """End every open log stream and stop serving."""
+        for log in self.logs.values():
+            log.close()
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- what tests do -------------------------------------------------------------------------
+
+    def fail(self, method: str, path_regex: str, code: int, reason: str, message: str) -> None:
+        """Answer the next matching request with an error Status."""
+        self._failures.append((method, re.compile(path_regex), code, reason, message))
+
+    def get(self, resource: str, ns: str, name: str) -> dict[str, Any] | None:
+        """A stored object (a copy)."""
+        with self._lock:
+            obj = self.objects.get((resource, ns, name))
+            return copy.deepcopy(obj) if obj else None
+
+    def names(self, resource: str, ns: str) -> list[str]:
+        """Names of the stored objects of a resource in a namespace."""
+        with self._lock:
+            return sorted(n for (r, s, n) in self.objects if r == resource and s == ns)
+
+    def put(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store an object as if someone created it."""
+        with self._lock:
+            obj = copy.deepcopy(obj)
+            meta = obj.setdefault("metadata", {})
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", self._now())
+            meta["resourceVersion"] = str(self._tick())
+            kind, api_version, _ = _KINDS[resource]
+            obj.setdefault("kind", kind)
+            obj.setdefault("apiVersion", api_version)
+            self.objects[(resource, meta["namespace"], meta["name"])] = obj
+            return copy.deepcopy(obj)
+
+    def add_pod(self, ns: str, job: str, index: int, phase: str = "Pending",
+                state: dict[str, Any] | None = None, conditions: list[dict[str, Any]] | None = None,
+                suffix: str | None = None, reason: str | None = None) -> str:
+        """What the Job controller does: a pod for one completion index, owned by the Job."""
+        owner = self.objects[("jobs", ns, job)]
+        template = owner["spec"]["template"]
+        name = f"{job}-{index}-{suffix or uuid.uuid4().hex[:5]}"
+        annotations = {**template["metadata"].get("annotations", {}),
+                       "batch.kubernetes.io/job-completion-index": str(index)}
+        container = template["spec"]["containers"][0]["name"]
+        pod = {
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations,
+                         "labels": {**template["metadata"]["labels"], "job-name": job},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                                              "uid": owner["metadata"]["uid"], "controller": True}]},
+            "spec": {**copy.deepcopy(template["spec"]), "hostname": f"{job}-{index}"},
+            "status": {},
+        }
+        self.put("pods", pod)
+        self.logs[(ns, name)] = LogSource()
+        self.set_pod(ns, name, phase, state or {}, conditions or [], reason, container)
+        return name
+
+    def set_pod(self, ns: str, name: str, phase: str, state: dict[str, Any] | None = None,
+                conditions: list[dict[str, Any]] | None = None, reason: str | None = None,
+                container: str | None = None) -> None:
+        """What the kubelet reports: phase, the container's state, pod conditions."""
+        with self._lock:
+            pod = self.objects[("pods", ns, name)]
+            container = container or pod["spec"]["containers"][0]["name"]
+            status: dict[str, Any] = {"phase": phase, "conditions": conditions or []}
+            if state:
+                status["containerStatuses"] = [{"name": container, "state": state, "ready": False,
+                                                "restartCount": 0, "image": "", "imageID": ""}]
+            if reason:
+                status["reason"] = reason
+            pod["status"] = status
+
+    def set_job_status(self, ns: str, name: str, **status: Any) -> None:
+        """What the Job controller reports (conditions, ready, failed, ...)."""
+        with self._lock:
+            self.objects[("jobs", ns, name)]["status"] = status
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock
+
+    def _now(self) -> str:
+        base = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
+        return (base + datetime.timedelta(seconds=self._tick())).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _injected(self, method: str, path: str) -> tuple[int, str, str] | None:
+        with self._lock:
+            for i, (m, rx, code, reason, message) in enumerate(self._failures):
+                if m == method and rx.search(path):
+                    del self._failures[i]
+                    return code, reason, message
+        return None
+
+
+def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
+    """A Kubernetes ``Status`` failure body."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+def _matches(labels: dict[str, str], selector: str) -> bool:
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k) == v:
+                return False
+        elif "=" in term:
+            k, v = term.replace("==", "=").split("=", 1)
+            if labels.get(k) != v:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in separate writes: without this, Nagle + delayed ACK
+            # add 40 ms to every response.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self._serve("GET")
+
+        def do_POST(self) -> None:
+            self._serve("POST")
+
+        def do_DELETE(self) -> None:
+            self._serve("DELETE")
+
+        def _serve(self, method: str) -> None:
+            url = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw else None
+            api.requests.append(Recorded(method, url.path, query, body,
+                                         {k.lower(): v for k, v in self.headers.items()}))
+            injected = api._injected(method, url.path)
+            if injected:
+                return self._json(injected[0], status_body(*injected))
+            if url.path == "/version":
+                major, minor = api.version.split(".")
+                return self._json(200, {"major": major, "minor": minor,
+                                        "gitVersion": f"v{api.version}.0"})
+            for rx, resource in _ROUTES:
+                m = rx.match(url.path)
+                if m:
+                    return self._resource(method, resource, m["ns"], m["name"],
+                                          m.groupdict().get("sub"), query, body)
+            self._json(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+
+        def _resource(self, method: str, resource: str, ns: str, name: str | None,
+                      sub: str | None, query: dict[str, str], body: Any) -> None:
+            kind, api_version, group = _KINDS[resource]
+            plural = f"{resource}.{group}" if group else resource
+            if method == "POST" and name is None:
+                if body["metadata"].get("namespace", ns) != ns:
+                    return self._json(400, status_body(400, "BadRequest", "the namespace of the "
+                                      "provided object does not match the namespace sent on the request"))
+                if api.get(resource, ns, body["metadata"]["name"]):
+                    return self._json(409, status_body(409, "AlreadyExists",
+                                      f'{plural} "{body["metadata"]["name"]}" already exists'))
+                stored = api.put(resource, {**body, "metadata": {**body["metadata"], "namespace": ns}})
+                return self._json(201, stored)
+            if method == "GET" and name is None:
+                with api._lock:
+                    items = [copy.deepcopy(o) for (r, s, _), o in api.objects.items()
+                             if r == resource and s == ns
+                             and _matches(o["metadata"].get("labels") or {}, query.get("labelSelector", ""))]
+                return self._json(200, {"kind": f"{kind}List", "apiVersion": api_version,
+                                        "metadata": {"resourceVersion": str(api._tick())}, "items": items})
+            obj = api.get(resource, ns, name or "")
+            if obj is None:
+                return self._json(404, status_body(404, "NotFound", f'{plural} "{name}" not found'))
+            if method == "GET" and sub == "/log":
+                return self._log(ns, obj, query)
+            if method == "GET":
+                return self._json(200, obj)
+            if method == "DELETE":
+                policy = query.get("propagationPolicy") or (body or {}).get("propagationPolicy")
+                with api._lock:
+                    del api.objects[(resource, ns, name or "")]
+                    if policy in ("Background", "Foreground"):  # else: orphan, the batch/v1 default
+                        uid = obj["metadata"]["uid"]
+                        for key, o in list(api.objects.items()):
+                            if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences", [])):
+                                del api.objects[key]
+                return self._json(200, obj)
+            self._json(405, status_body(405, "MethodNotAllowed", f"{method} is not supported"))
+
+        def _log(self, ns: str, pod: dict[str, Any], query: dict[str, str]) -> None:
+            name = pod["metadata"]["name"]
+            container = query.get("container") or pod["spec"]["containers"][0]["name"]
+            if container != pod["spec"]["containers"][0]["name"]:
+                return self._json(400, status_body(400, "BadRequest",
+                                  f"container {container} is not valid for pod {name}"))
+            started = any("running" in cs["state"] or "terminated" in cs["state"]
+                          for cs in pod["status"].get("containerStatuses", []))
+            if not started and pod["status"].get("phase") in (None, "Pending"):
+                return self._json(400, status_body(400, "BadRequest", f'container "{container}" in '
+                                  f'pod "{name}" is waiting to start: ContainerCreating'))
+            source = api.logs[(ns, name)]
+            follow = query.get("follow") in ("true", "True")
+            stamps = query.get("timestamps") in ("true", "True")
+            since = int(query["sinceSeconds"]) if "sinceSeconds" in query else None
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            entries, live = source.attach(follow)
+            cutoff = _cutoff(since)
+            for ts, data in entries:
+                if cutoff is None or ts >= cutoff:
+                    self._chunk((ts.encode() + b" " if stamps else b"") + data)
+            if live is not None:
+                api.follow_started.put(name)
+                while (data := live.get(timeout=30)) not in (_END, _DROP):
+                    self._chunk(data)
+                if data is _DROP:  # no terminating chunk: the client sees a broken stream
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+            self.wfile.write(b"0\r\n\r\n")
+
+        def _chunk(self, data: bytes) -> None:
+            if data:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+        def _json(self, code: int, obj: Any) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+def _cutoff(since_seconds: int | None) -> str | None:
+    """Entries stamped before now - sinceSeconds are skipped, as the kubelet does."""
+    if since_seconds is None:
+        return None
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (now - datetime.timedelta(seconds=since_seconds)).strftime("%Y-%m-%dT%H:%M:%S")

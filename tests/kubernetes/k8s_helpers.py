@@ -1,0 +1,50 @@
+"""Helpers shared by the Kubernetes backend tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainlaunch.specs import AppDef, Resource, Role
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "kubernetes"
+TOKEN = "fake-token-1234"
+
+
+def write_kubeconfig(path: Path, server: str, namespace: str | None = "team") -> Path:
+    """A kubeconfig whose current context 'fake' talks to server with a bearer token."""
+    ns = f"\n    namespace: {namespace}" if namespace else ""
+    path.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster:
+    server: {server}
+users:
+- name: tester
+  user:
+    token: {TOKEN}
+contexts:
+- name: fake
+  context:
+    cluster: fake
+    user: tester{ns}
+- name: other
+  context:
+    cluster: fake
+    user: tester
+current-context: fake
+""")
+    return path
+
+
+
+def echo_app(replicas: int = 2, **role: object) -> AppDef:
+    """A one-role app that prints its replica id."""
+    fields: dict[str, object] = {
+        "name": "echo", "entrypoint": "python",
+        "args": ("-c", "import os; print('replica', os.environ['TRAINLAUNCH_REPLICA_ID'])"),
+        "image": "python:3.11-slim", "num_replicas": replicas,
+        "resource": Resource(cpu=1, gpu=0, memMB=256),
+    }
+    fields.update(role)
+    return AppDef("echo", (Role(**fields),))  # type: ignore[arg-type]

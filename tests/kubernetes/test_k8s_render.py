@@ -1,0 +1,227 @@
+"""Rendering: golden manifests, names within limits, macros, retries and option errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Any
+
+import pytest
+import yaml
+from k8s_cases import CASES, SESSION, render_case
+from k8s_helpers import GOLDEN, echo_app
+
+from trainlaunch.errors import UsageError
+from trainlaunch.schedulers.kubernetes import KubernetesScheduler
+from trainlaunch.schedulers.kubernetes_checks import check_manifests
+from trainlaunch.schedulers.kubernetes_render import (
+    RenderOptions,
+    app_name,
+    kube_text,
+    render_app,
+    role_from_job,
+    to_yaml,
+)
+from trainlaunch.specs import AppDef, RetryPolicy, Role
+
+
+def dryrun(app: AppDef, **cfg: Any) -> Any:
+    """submit_dryrun with cfg resolved the way the runner does."""
+    s = KubernetesScheduler(SESSION)
+    return s.submit_dryrun(app, s.run_opts().resolve({"namespace": "team", **cfg}, "kubernetes"))
+
+
+def render(app: AppDef, **cfg: Any) -> list[dict[str, Any]]:
+    """The manifests of app under cfg (name 'app-00000')."""
+    resolved = KubernetesScheduler(SESSION).run_opts().resolve({"namespace": "team", **cfg})
+    return render_app(app, "app-00000", SESSION, RenderOptions.from_cfg(resolved, "team"))
+
+
+def container(docs: list[dict[str, Any]], i: int = 0) -> dict[str, Any]:
+    """The container of the i-th Job."""
+    jobs = [d for d in docs if d["kind"] == "Job"]
+    return jobs[i]["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case: str) -> None:
+    docs = render_case(case)
+    text = to_yaml(docs)
+    path = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"rerun with UPDATE_GOLDEN=1 and review the diff of {path}"
+    assert check_manifests(docs) == []
+
+
+def test_dryrun_text_is_exactly_the_request() -> None:
+    info = dryrun(echo_app(3))
+    docs = list(yaml.safe_load_all(str(info)))
+    assert docs == list(info.request.resources)
+    assert [d["kind"] for d in docs] == ["Job", "Service"]
+    assert re.fullmatch(r"team:echo-[a-z0-9]{5}", info.app_id)
+    assert info.request.app_id == info.app_id
+
+
+def test_dryrun_names_are_unique() -> None:
+    assert len({dryrun(echo_app()).app_id for _ in range(20)}) == 20
+
+
+def test_dryrun_needs_no_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # as if the extra were not installed
+    assert "kind: Job" in str(dryrun(echo_app()))
+
+
+def test_json_when_pyyaml_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = render(echo_app())
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    text = to_yaml(docs)
+    assert [json.loads(part) for part in text.split("\n---\n")] == docs
+
+
+def kubelet_expand(text: str, env: dict[str, str]) -> str:
+    """The kubelet's $(VAR) expansion (k8s third_party/forked/golang/expansion), for the test."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "$" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+            elif nxt == "(" and ")" in text[i + 2:]:
+                end = text.index(")", i + 2)
+                name = text[i + 2:end]
+                out.append(env.get(name, f"$({name})"))
+                i = end + 1
+            else:
+                out.append("$" + nxt)
+                i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+@pytest.mark.parametrize("text", [
+    "plain", "$HOME", "${HOME}", "$(HOME)", "$$(HOME)", "$$", "cost: 5$", "$(", "$(unclosed",
+    "a$$$(HOME)b", "$(date +%F) and $((1+2))", "${rank0_env} stays",
+])
+def test_text_survives_kubelet_expansion(text: str) -> None:
+    env = {"HOME": "/root", "date +%F": "BOOM", "TRAINLAUNCH_REPLICA_ID": "3"}
+    assert kubelet_expand(kube_text(text), env) == text
+
+
+def test_replica_id_macro_expands_per_pod() -> None:
+    app = echo_app(2, args=("--rank=${replica_id}", "$(keep)"), env={"R": "r${replica_id}"})
+    c = container(render(app))
+    env = {"TRAINLAUNCH_REPLICA_ID": "1"}
+    assert [kubelet_expand(a, env) for a in c["args"]] == ["--rank=1", "$(keep)"]
+    values = {e["name"]: e.get("value") for e in c["env"]}
+    assert kubelet_expand(values["R"], env) == "r1"
+    # $(VAR) only expands variables defined earlier: the replica id must come first.
+    assert c["env"][0]["name"] == "TRAINLAUNCH_REPLICA_ID"
+    assert c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+
+
+def test_app_id_and_rank0_macros() -> None:
+    app = echo_app(2, args=("${app_id}", "${rank0_env}"))
+    c = container(render(app))
+    assert c["args"] == ["app-00000", "TRAINLAUNCH_RANK0_HOST"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["TRAINLAUNCH_RANK0_HOST"] == "app-00000-echo-0.app-00000-echo.team.svc"
+    assert env["TRAINLAUNCH_APP_ID"] == "team:app-00000"
+    assert env["TRAINLAUNCH_HANDLE"] == "kubernetes://tests/team:app-00000"
+    assert env["TRAINLAUNCH_RDZV_PORT"] == "29500"
+    assert env["TRAINLAUNCH_NUM_REPLICAS"] == "2"
+
+
+def test_backend_identity_wins_over_role_env() -> None:
+    app = echo_app(env={"TRAINLAUNCH_APP_ID": "spoof", "TRAINLAUNCH_REPLICA_ID": "9", "A": "1"})
+    names = [e["name"] for e in container(render(app))["env"]]
+    assert names.count("TRAINLAUNCH_APP_ID") == names.count("TRAINLAUNCH_REPLICA_ID") == 1
+    env = {e["name"]: e.get("value") for e in container(render(app))["env"]}
+    assert env["TRAINLAUNCH_APP_ID"] == "team:app-00000" and env["A"] == "1"
+
+
+@pytest.mark.parametrize("name", ["x", "a" * 63, "9lives", "x___", "Mixed.Case_Name", "0_0"])
+@pytest.mark.parametrize("role", ["r", "R" * 63, "a_b.c", "7", "r-"])
+@pytest.mark.parametrize("replicas", [1, 10, 1000, 100_000])
+def test_names_fit_every_size(name: str, role: str, replicas: int) -> None:
+    app = AppDef(name, (Role(role, "true", image="busybox", num_replicas=replicas),))
+    n = app_name(name, "zzzzz")
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", n) and len(n) <= 28
+    docs = render_app(app, n, SESSION, RenderOptions(namespace="team"))
+    assert check_manifests(docs) == []
+    job = docs[0]["metadata"]["name"]
+    assert len(f"{job}-{replicas - 1}") <= 63
+
+
+def test_roles_that_collide_after_normalising() -> None:
+    app = AppDef("a", (Role("x_y", "true", image="i"), Role("x.y", "true", image="i")))
+    with pytest.raises(UsageError, match="collide"):
+        render(app)
+
+
+def test_retries_application_counts_a_failure_wave_per_retry() -> None:
+    spec = render(echo_app(4, max_retries=2))[0]["spec"]
+    assert spec["backoffLimit"] == 8 and "backoffLimitPerIndex" not in spec
+    assert spec["podFailurePolicy"]["rules"][0]["action"] == "Ignore"
+    assert "podReplacementPolicy" not in spec  # not in the 1.27/1.28 API
+
+
+def test_retries_replica_uses_per_index_limits_on_new_servers() -> None:
+    app = echo_app(4, max_retries=2, retry_policy=RetryPolicy.REPLICA)
+    spec = render(app, server_version="1.29")[0]["spec"]
+    assert (spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]) == (2, 0)
+    assert "backoffLimit" not in spec and spec["podReplacementPolicy"] == "Failed"
+    with pytest.raises(UsageError, match="1.29") as e:
+        render(app)
+    assert "server_version" in (e.value.hint or "")
+
+
+@pytest.mark.parametrize("cfg, match", [
+    ({"labels": {"trainlaunch.io/app": "x"}}, "reserved"),
+    ({"tolerations": ["gpu:Sometimes"]}, "bad toleration"),
+    ({"tolerations": ["=x"]}, "bad toleration"),
+    ({"image_pull_policy": "Sometimes"}, "image_pull_policy"),
+    ({"server_version": "1.20"}, "older than"),
+    ({"server_version": "latest"}, "server_version"),
+    ({"rdzv_port": 70000}, "rdzv_port"),
+])
+def test_bad_options(cfg: dict[str, Any], match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        render(echo_app(), **cfg)
+
+
+@pytest.mark.parametrize("app, cfg, match", [
+    (echo_app(image=""), {}, "no image"),
+    (echo_app(), {"namespace": "Team_X"}, "namespace"),
+    (echo_app(), {"labels": {"team": "-bad-"}}, "label team"),
+    (echo_app(), {"node_selector": {"bad key!": "x"}}, "nodeSelector key"),
+    (echo_app(), {"shm_size": "lots"}, "sizeLimit|quantity"),
+    (echo_app(env={"1BAD": "x"}), {}, "env name '1BAD'"),
+    (echo_app(port_map={"Web_UI": 80}), {}, "port name 'Web_UI'"),
+])
+def test_dryrun_rejects_what_the_api_server_would(app: AppDef, cfg: dict[str, Any], match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        dryrun(app, **cfg)
+
+
+def test_tolerations_use_kubectl_taint_syntax() -> None:
+    spec = render(echo_app(), tolerations=["a=b:NoSchedule", "c:NoExecute", "d=e", "f"])[0]
+    assert spec["spec"]["template"]["spec"]["tolerations"] == [
+        {"key": "a", "operator": "Equal", "value": "b", "effect": "NoSchedule"},
+        {"key": "c", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "d", "operator": "Equal", "value": "e"},
+        {"key": "f", "operator": "Exists"},
+    ]
+
+
+def test_the_job_records_its_role() -> None:
+    app = CASES["ddp_all_options"][0]
+    jobs = [d for d in render_case("ddp_all_options") if d["kind"] == "Job"]
+    assert [role_from_job(j) for j in jobs] == list(app.roles)

@@ -1,0 +1,282 @@
+"""The Kubernetes backend: per role an Indexed Job + headless Service, through the official client.
+
+App ids are ``<namespace>:<name>``, handles ``kubernetes://<session>/<namespace>:<name>``.
+Rendering (kubernetes_render), checks (kubernetes_checks) and status mapping
+(kubernetes_status) are pure; this module and kubernetes_client do the I/O. The ``kubernetes``
+package is imported only when the cluster is contacted, so dryrun works without the extra.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import dataclasses
+import re
+import secrets
+import string
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from trainlaunch import settings
+from trainlaunch.errors import AppNotFound, SchedulerError, UsageError
+from trainlaunch.handles import make_app_handle
+from trainlaunch.schedulers import kubernetes_status as st
+from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.schedulers.kubernetes_checks import check_manifests, is_dns_label
+from trainlaunch.schedulers.kubernetes_client import KubeApi, NotFound, connect, resolve_context
+from trainlaunch.schedulers.kubernetes_logs import LogReader
+from trainlaunch.schedulers.kubernetes_render import (
+    ANN_APP_NAME,
+    BACKEND,
+    DEFAULT_RDZV_PORT,
+    LABEL_APP,
+    LABEL_MANAGED_BY,
+    LABEL_ROLE,
+    LABEL_SESSION,
+    OLDEST_VERSION,
+    RenderOptions,
+    app_name,
+    opt_str,
+    render_app,
+    role_from_job,
+    to_yaml,
+)
+from trainlaunch.specs import AppDef, AppDryRunInfo, CfgVal, runopts
+
+_SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
+Objects = list[dict[str, Any]]  # API objects as JSON (the name `list` is a method below)
+
+
+@dataclasses.dataclass(frozen=True)
+class KubernetesRequest:
+    """What schedule submits, in order, and where to."""
+
+    namespace: str
+    name: str
+    resources: tuple[dict[str, Any], ...]
+    context: str | None = None
+    kubeconfig: str | None = None
+
+    @property
+    def app_id(self) -> str:
+        """``namespace:name``."""
+        return f"{self.namespace}:{self.name}"
+
+
+def parse_app_id(app_id: str) -> tuple[str, str]:
+    """``namespace:name`` -> (namespace, name)."""
+    ns, sep, name = app_id.partition(":")
+    if not sep or not is_dns_label(ns) or not is_dns_label(name):
+        raise UsageError(f"not a kubernetes app id: {app_id!r} (expected NAMESPACE:NAME)")
+    return ns, name
+
+
+class KubernetesScheduler(Scheduler):
+    """Indexed Jobs on a Kubernetes cluster."""
+
+    backend = BACKEND
+    poll_interval = 1.0  # seconds between looks while a followed log waits for its pod
+
+    def __init__(self, session_name: str, context: str | None = None,
+                 kubeconfig: str | None = None, namespace: str | None = None) -> None:
+        super().__init__(session_name)
+        self.context, self.kubeconfig, self.namespace = context, kubeconfig, namespace
+        self._apis: dict[tuple[str | None, str | None], KubeApi] = {}
+
+    def run_opts(self) -> runopts:
+        """namespace, context, kubeconfig, server_version and what goes into the pods."""
+        o = runopts()
+        o.add("namespace", str, "namespace of the app (default: the kube context's, else 'default')")
+        o.add("context", str, "kubeconfig context (default: the current context)")
+        o.add("kubeconfig", str, "kubeconfig file (default: $KUBECONFIG or ~/.kube/config; "
+              "inside a pod: its service account)")
+        o.add("server_version", str, "oldest Kubernetes version to render for; 1.29+ adds "
+              "podReplacementPolicy and per-replica retries (retry_policy REPLICA)",
+              default=f"{OLDEST_VERSION[0]}.{OLDEST_VERSION[1]}")
+        o.add("service_account", str, "service account the pods run as")
+        o.add("priority_class", str, "priorityClassName of the pods")
+        o.add("node_selector", dict, "node labels the pods need, e.g. "
+              "node.kubernetes.io/instance-type:p4d.24xlarge")
+        o.add("tolerations", list, "taints the pods tolerate: key[=value][:Effect]")
+        o.add("labels", dict, "extra labels on Jobs, Services and pods")
+        o.add("annotations", dict, "extra annotations on Jobs and pods")
+        o.add("image_pull_secrets", list, "secrets to pull the image with")
+        o.add("image_pull_policy", str, "Always, IfNotPresent or Never (default: the cluster's)")
+        o.add("shm_size", str, "size limit of the memory-backed /dev/shm, e.g. 16Gi")
+        o.add("rdzv_port", int, f"port rank 0 listens on ({settings.RDZV_PORT})",
+              default=DEFAULT_RDZV_PORT)
+        return o
+
+    # -- submission ------------------------------------------------------------------------------
+
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
+        """Render the manifests (pure apart from reading the kubeconfig for the namespace)."""
+        kubeconfig = opt_str(cfg, "kubeconfig") or self.kubeconfig
+        context, namespace = resolve_context(kubeconfig, opt_str(cfg, "context") or self.context)
+        namespace = opt_str(cfg, "namespace") or self.namespace or namespace
+        if not is_dns_label(namespace):
+            raise UsageError(f"namespace {namespace!r} is not a valid Kubernetes namespace")
+        for role in app.roles:
+            if not role.image:
+                raise UsageError(f"role {role.name!r} has no image; Kubernetes runs containers",
+                                 hint="give the component an image (e.g. --image)")
+        name = app_name(app.name, "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5)))
+        docs = render_app(app, name, self.session_name, RenderOptions.from_cfg(cfg, namespace))
+        problems = check_manifests(docs)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise UsageError(f"cannot run {app.name!r} on Kubernetes: {problems[0]}{more}",
+                             hint="; ".join(problems[1:4]) or None)
+        request = KubernetesRequest(namespace, name, tuple(docs), context, kubeconfig)
+        return AppDryRunInfo(request, fmt=lambda r: to_yaml(list(r.resources)), app=app,
+                             cfg=dict(cfg), scheduler=BACKEND, app_id=request.app_id)
+
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        """Create each role's Job, then its Service (owned by the Job); undo on failure."""
+        req: KubernetesRequest = dryrun_info.request
+        api = self._api(req.kubeconfig, req.context)
+        created: list[tuple[str, str]] = []
+        owner: dict[str, Any] = {}
+        try:
+            for doc in req.resources:
+                if doc["kind"] == "Service" and owner:
+                    # The Job's uid exists only now: with it, deleting the Job removes the Service.
+                    doc = {**doc, "metadata": {**doc["metadata"], "ownerReferences": [owner]}}
+                stored = api.create(doc)
+                created.append((doc["kind"], doc["metadata"]["name"]))
+                if doc["kind"] == "Job":
+                    meta = stored.get("metadata") or {}
+                    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": meta.get("name"),
+                             "uid": meta.get("uid")} if meta.get("uid") else {}
+        except SchedulerError:
+            for kind, name in reversed(created):  # leave nothing half-submitted behind
+                with contextlib.suppress(SchedulerError):  # the first error is the one to report
+                    api.delete(kind, req.namespace, name)
+            raise
+        return req.app_id
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def describe(self, app_id: str) -> DescribeAppResponse:
+        """Status from the app's Jobs and pods; AppNotFound when it has none."""
+        ns, name = parse_app_id(app_id)
+        api = self._api()
+        jobs = self._jobs(api, ns, name, app_id)
+        pods = api.list("Pod", ns, f"{LABEL_APP}={name}")
+        roles = [role_from_job(j) for j in sorted(jobs, key=st.role_index)]
+        app = None
+        if roles and all(roles):
+            app = AppDef(_ann(jobs[0], ANN_APP_NAME) or name, tuple(r for r in roles if r))
+        return DescribeAppResponse(
+            app_id=app_id, status=st.app_status(jobs, pods), app=app,
+            metadata={"namespace": ns, "jobs": sorted(j["metadata"]["name"] for j in jobs),
+                      "context": self.context or ""},
+        )
+
+    def list(self) -> list[ListAppResponse]:
+        """trainlaunch's apps in the namespace, oldest first."""
+        ns = self.namespace or resolve_context(self.kubeconfig, self.context)[1]
+        by_app: dict[str, Objects] = {}
+        for job in self._api().list("Job", ns, f"{LABEL_MANAGED_BY}=trainlaunch"):
+            app = (job.get("metadata", {}).get("labels") or {}).get(LABEL_APP)
+            if app:
+                by_app.setdefault(app, []).append(job)
+        rows = []
+        for name, jobs in by_app.items():
+            labels = jobs[0]["metadata"].get("labels") or {}
+            app_id = f"{ns}:{name}"
+            created = [c for c in (st.created(j) for j in jobs) if c is not None]
+            rows.append(ListAppResponse(
+                app_id=app_id, state=st.combine(st.list_state(j) for j in jobs),
+                app_handle=make_app_handle(BACKEND, labels.get(LABEL_SESSION) or self.session_name,
+                                           app_id),
+                name=_ann(jobs[0], ANN_APP_NAME) or name, created=min(created, default=None)))
+        return sorted(rows, key=lambda r: (r.created or 0.0, r.app_id))
+
+    def cancel(self, app_id: str) -> None:
+        """Delete the app's Jobs (pods go with them: background propagation) and Services."""
+        ns, name = parse_app_id(app_id)
+        api = self._api()
+        selector = f"{LABEL_APP}={name}"
+        jobs, services = api.list("Job", ns, selector), api.list("Service", ns, selector)
+        deleted = [api.delete("Job", ns, j["metadata"]["name"]) for j in jobs]
+        deleted += [api.delete("Service", ns, s["metadata"]["name"]) for s in services]
+        if not any(deleted):
+            raise self._not_found(app_id)
+
+    # -- logs ------------------------------------------------------------------------------------
+
+    def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: str | None = None,
+                 since: float | None = None, until: float | None = None,
+                 should_tail: bool = False, streams: Stream | None = None) -> Iterator[str]:
+        """Lines of replica k (the pod with completion index k), one line per item."""
+        if streams not in (None, Stream.COMBINED):
+            raise UsageError("Kubernetes keeps one combined log per container: stdout and "
+                             "stderr cannot be read apart", hint="use --streams combined")
+        ns, name = parse_app_id(app_id)
+        api = self._api()
+        job = self._role_job(api, ns, name, app_id, role_name)
+        n = int(job["spec"].get("completions") or 1)
+        if not 0 <= k < n:
+            raise UsageError(f"role {role_name!r} has replicas 0..{n - 1}, not {k}")
+        container = job["spec"]["template"]["spec"]["containers"][0]["name"]
+        selector = f"{LABEL_APP}={name},{LABEL_ROLE}={job['metadata']['labels'][LABEL_ROLE]}"
+        reader = LogReader(api, ns, name, selector, container, self.poll_interval)
+        return reader.lines(k, re.compile(regex) if regex else None, since, until, should_tail)
+
+    def log_replicas(self, app_id: str, role_name: str) -> builtins.list[int]:
+        """Every completion index of the role's Job."""
+        ns, name = parse_app_id(app_id)
+        job = self._role_job(self._api(), ns, name, app_id, role_name)
+        return list(range(int(job["spec"].get("completions") or 1)))
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _api(self, kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
+        key = (kubeconfig or self.kubeconfig, context or self.context)
+        if key not in self._apis:
+            self._apis[key] = connect(*key)
+        return self._apis[key]
+
+    def _jobs(self, api: KubeApi, ns: str, name: str, app_id: str) -> Objects:
+        try:
+            jobs = api.list("Job", ns, f"{LABEL_APP}={name}")
+        except NotFound:
+            jobs = []
+        if not jobs:
+            raise self._not_found(app_id)
+        return jobs
+
+    def _role_job(self, api: KubeApi, ns: str, name: str, app_id: str,
+                  role_name: str) -> dict[str, Any]:
+        jobs = self._jobs(api, ns, name, app_id)
+        for job in jobs:
+            if st.job_role_name(job) == role_name:
+                return job
+        roles = ", ".join(sorted(st.job_role_name(j) for j in jobs))
+        raise UsageError(f"app {app_id} has no role {role_name!r}; roles: {roles}")
+
+    def _not_found(self, app_id: str) -> AppNotFound:
+        where = f"kube context {self.context!r}" if self.context else "the current kube context"
+        return AppNotFound(f"no kubernetes app {app_id} in {where}",
+                           hint="it may have been stopped or deleted; `trainlaunch list` shows "
+                                "what exists (--cfg context=... for another cluster)")
+
+    def close(self) -> None:
+        """Close the HTTP pools."""
+        for api in self._apis.values():
+            api.close()
+        self._apis.clear()
+
+
+def _ann(obj: Mapping[str, Any], key: str) -> str:
+    return str((obj.get("metadata", {}).get("annotations") or {}).get(key) or "")
+
+
+def create_scheduler(session_name: str, **params: Any) -> KubernetesScheduler:
+    """The registry's entry point; params: context, kubeconfig, namespace."""
+    unknown = set(params) - {"context", "kubeconfig", "namespace"}
+    if unknown:
+        raise UsageError(f"unknown kubernetes scheduler parameter(s): {', '.join(sorted(unknown))}; "
+                         "valid: context, kubeconfig, namespace")
+    return KubernetesScheduler(session_name, **params)

@@ -1,0 +1,351 @@
+"""Pure rendering of an AppDef into Kubernetes manifests: per role an Indexed Job + headless Service.
+
+Every replica is one pod of an Indexed Job (``completions = parallelism = num_replicas``); the
+Job controller gives pod ``k`` the hostname ``<job>-<k>`` and, with ``subdomain`` set to the
+headless Service's name, the DNS name ``<job>-<k>.<svc>.<ns>.svc``. One pod template serves all
+replicas, so per-replica values come from the pod itself: ``TRAINLAUNCH_REPLICA_ID`` is read
+from the completion-index annotation through the downward API, and the ``${replica_id}`` macro
+becomes ``$(TRAINLAUNCH_REPLICA_ID)``, which the kubelet expands in command, args and env values.
+Nothing here does I/O or imports the ``kubernetes`` package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from trainlaunch import settings
+from trainlaunch.errors import UsageError
+from trainlaunch.handles import make_app_handle
+from trainlaunch.schedulers.kubernetes_checks import is_label_value
+from trainlaunch.specs import AppDef, CfgVal, RetryPolicy, Role, macros
+
+BACKEND = "kubernetes"
+OLDEST_VERSION = (1, 27)  # the oldest server the default manifests are valid on (schema-tested)
+NEWEST_VERSION = (1, 37)  # the newest server schema-tested
+PER_INDEX_VERSION = (1, 29)  # backoffLimitPerIndex, podReplacementPolicy on by default (beta)
+DEFAULT_RDZV_PORT = 29500  # every pod has its own network namespace, so a fixed port is safe
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_APP = "trainlaunch.io/app"
+LABEL_ROLE = "trainlaunch.io/role"
+LABEL_SESSION = "trainlaunch.io/session"
+ANN_APP_NAME = "trainlaunch.io/app-name"
+ANN_ROLE_INDEX = "trainlaunch.io/role-index"
+ANN_ROLE = "trainlaunch.io/role"  # the Role as submitted (JSON), so describe can return it
+ANN_ROLE_NAME = "trainlaunch.io/role-name"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+RESERVED_PREFIX = "trainlaunch.io/"
+
+MAX_APP_BASE = 22  # leaves room for '-' + suffix + '-' + role + '-' + index within 63
+REPLICA_ID_REF = f"$({settings.REPLICA_ID})"
+# Stands for ${replica_id} between macro substitution and escaping (private-use characters).
+_REPLICA_SENTINEL = "\ue000replica_id\ue000"
+_TOLERATION = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?(:(?P<effect>[A-Za-z]+))?$")
+_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+_PULL_POLICIES = frozenset({"Always", "IfNotPresent", "Never"})
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderOptions:
+    """The runopts that shape the manifests (see ``kubernetes.run_opts`` for their help)."""
+
+    namespace: str = "default"
+    server_version: tuple[int, int] = OLDEST_VERSION
+    service_account: str | None = None
+    priority_class: str | None = None
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    tolerations: tuple[str, ...] = ()
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    image_pull_secrets: tuple[str, ...] = ()
+    image_pull_policy: str | None = None
+    shm_size: str | None = None
+    rdzv_port: int = DEFAULT_RDZV_PORT
+
+    @classmethod
+    def from_cfg(cls, cfg: Mapping[str, CfgVal], namespace: str) -> RenderOptions:
+        """Build from a resolved cfg; the namespace is resolved by the caller."""
+        policy = cfg.get("image_pull_policy")
+        if policy is not None and policy not in _PULL_POLICIES:
+            raise UsageError(f"image_pull_policy must be one of {', '.join(sorted(_PULL_POLICIES))}, "
+                             f"got {policy!r}")
+        port = cfg.get("rdzv_port") or DEFAULT_RDZV_PORT
+        if not isinstance(port, int) or not 1 <= port <= 65535:
+            raise UsageError(f"rdzv_port must be in 1..65535, got {port!r}")
+        for key in [*_str_map(cfg.get("labels")), *_str_map(cfg.get("annotations"))]:
+            if key.startswith(RESERVED_PREFIX):
+                raise UsageError(f"label/annotation {key!r} is reserved for trainlaunch")
+        return cls(
+            namespace=namespace,
+            server_version=parse_version(opt_str(cfg, "server_version") or ""),
+            service_account=opt_str(cfg, "service_account"),
+            priority_class=opt_str(cfg, "priority_class"),
+            node_selector=_str_map(cfg.get("node_selector")),
+            tolerations=tuple(_str_list(cfg.get("tolerations"))),
+            labels=_str_map(cfg.get("labels")),
+            annotations=_str_map(cfg.get("annotations")),
+            image_pull_secrets=tuple(_str_list(cfg.get("image_pull_secrets"))),
+            image_pull_policy=opt_str(cfg, "image_pull_policy"),
+            shm_size=opt_str(cfg, "shm_size"),
+            rdzv_port=port,
+        )
+
+
+def opt_str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
+    """A string option, None when unset or empty."""
+    value = cfg.get(key)
+    return str(value) if value not in (None, "") else None
+
+
+def _str_map(value: CfgVal) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _str_list(value: CfgVal) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``"1.29"`` or ``"v1.29.3"`` -> (1, 29); empty -> the oldest supported version."""
+    if not text:
+        return OLDEST_VERSION
+    m = re.match(r"^v?(\d+)\.(\d+)(\.\d+)?$", text.strip())
+    if not m:
+        raise UsageError(f"server_version must look like 1.29, got {text!r}")
+    version = (int(m[1]), int(m[2]))
+    if version < OLDEST_VERSION:
+        raise UsageError(f"server_version {text} is older than the oldest supported Kubernetes "
+                         f"{OLDEST_VERSION[0]}.{OLDEST_VERSION[1]}")
+    return version
+
+
+# --- names --------------------------------------------------------------------------------------
+
+
+def dns_label(text: str, max_len: int = 63) -> str:
+    """Lower-case text squeezed into an RFC 1123 label of at most max_len characters."""
+    label = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return label[:max_len].rstrip("-")
+
+
+def app_name(name: str, suffix: str) -> str:
+    """The unique app name: the AppDef's name as a DNS-1035 label plus a random suffix."""
+    base = dns_label(name, MAX_APP_BASE) or "app"
+    if not base[0].isalpha():  # Service names (DNS-1035) must start with a letter
+        base = ("tl-" + base)[:MAX_APP_BASE].rstrip("-")
+    return f"{base}-{suffix}"
+
+
+def job_names(app: AppDef, name: str) -> dict[str, str]:
+    """Role name -> Job (and Service) name, each short enough for ``<job>-<last index>``."""
+    out: dict[str, str] = {}
+    for role in app.roles:
+        budget = 63 - len(name) - 1 - 1 - len(str(role.num_replicas - 1))
+        job = f"{name}-{dns_label(role.name, budget) or 'r'}"
+        if job in out.values():
+            raise UsageError(f"roles of app {app.name!r} collide as Kubernetes name {job!r}; "
+                             "rename one so they differ in letters or digits")
+        out[role.name] = job
+    return out
+
+
+def session_label(session: str) -> str:
+    """The session as a label value (list rebuilds handles from it)."""
+    return session if session and is_label_value(session) else dns_label(session) or "default"
+
+
+def role_label(job: str, name: str) -> str:
+    """The role part of a Job name (used as label value and container name)."""
+    return job[len(name) + 1:]
+
+
+# --- manifests ----------------------------------------------------------------------------------
+
+
+def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> list[dict[str, Any]]:
+    """Per role, in order: its Job then its headless Service."""
+    jobs = job_names(app, name)
+    first = jobs[app.roles[0].name]
+    rank0 = f"{first}-0.{first}.{opts.namespace}.svc"
+    app_id = f"{opts.namespace}:{name}"
+    identity = {
+        settings.APP_ID: app_id,
+        settings.HANDLE: make_app_handle(BACKEND, session, app_id),
+        settings.RANK0_HOST: rank0,
+        settings.RDZV_PORT: str(opts.rdzv_port),
+    }
+    docs: list[dict[str, Any]] = []
+    for index, role in enumerate(app.roles):
+        job = jobs[role.name]
+        labels = {**opts.labels, LABEL_MANAGED_BY: "trainlaunch", LABEL_APP: name,
+                  LABEL_ROLE: role_label(job, name), LABEL_SESSION: session_label(session)}
+        annotations = {ANN_APP_NAME: app.name, ANN_ROLE_NAME: role.name, ANN_ROLE_INDEX: str(index),
+                       ANN_ROLE: json.dumps(role.to_dict(), sort_keys=True, separators=(",", ":"))}
+        env = {**identity, settings.ROLE_NAME: role.name,
+               settings.NUM_REPLICAS: str(role.num_replicas)}
+        pod = _pod_template(role, job, name, env, labels, opts)
+        docs.append({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": job, "namespace": opts.namespace, "labels": labels,
+                         "annotations": {**opts.annotations, **annotations}},
+            "spec": {**_job_policy(role, opts), "template": pod},
+        })
+        docs.append(_service(job, labels, role, opts))
+    return docs
+
+
+def _job_policy(role: Role, opts: RenderOptions) -> dict[str, Any]:
+    n, retries = role.num_replicas, role.max_retries
+    spec: dict[str, Any] = {"completionMode": "Indexed", "completions": n, "parallelism": n}
+    new = opts.server_version >= PER_INDEX_VERSION
+    if role.retry_policy is RetryPolicy.REPLICA and retries > 0:
+        if not new:
+            raise UsageError(
+                f"role {role.name!r}: retry_policy REPLICA needs backoffLimitPerIndex "
+                "(Kubernetes >= 1.29)",
+                hint="set --cfg server_version=1.29 (or your cluster's version) if it is newer")
+        spec["backoffLimitPerIndex"] = retries
+        spec["maxFailedIndexes"] = 0  # one replica out of retries fails the whole role
+    else:
+        # One failure of a gang usually takes every replica down with it, so each retry of
+        # the app may cost up to num_replicas failed pods.
+        spec["backoffLimit"] = retries * n
+    # Preemption, eviction and node drains are not the app's fault: do not count them.
+    spec["podFailurePolicy"] = {"rules": [{
+        "action": "Ignore",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }]}
+    if new:  # start a replacement only once the old pod is gone: never two pods per rank
+        spec["podReplacementPolicy"] = "Failed"
+    return spec
+
+
+def _pod_template(role: Role, job: str, name: str, env: dict[str, str],
+                  labels: dict[str, str], opts: RenderOptions) -> dict[str, Any]:
+    values = macros.Values(img_root="", app_id=name, replica_id=_REPLICA_SENTINEL,
+                           rank0_env=settings.RANK0_HOST)
+    role = values.apply(role)
+    container: dict[str, Any] = {"name": role_label(job, name), "image": role.image}
+    if opts.image_pull_policy:
+        container["imagePullPolicy"] = opts.image_pull_policy
+    container["command"] = [kube_text(role.entrypoint)]
+    container["args"] = [kube_text(a) for a in role.args]
+    container["env"] = _env(role, env)
+    if resources := _resources(role):
+        container["resources"] = resources
+    if ports := _ports(role, opts):
+        container["ports"] = [{"name": k, "containerPort": v, "protocol": "TCP"}
+                              for k, v in ports.items()]
+    container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    shm: dict[str, Any] = {"medium": "Memory"}
+    if opts.shm_size:
+        shm["sizeLimit"] = opts.shm_size
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "subdomain": job,
+        "enableServiceLinks": False,  # thousands of *_SERVICE_HOST variables help no one
+        "containers": [container],
+        "volumes": [{"name": "dshm", "emptyDir": shm}],
+    }
+    if opts.service_account:
+        spec["serviceAccountName"] = opts.service_account
+    if opts.priority_class:
+        spec["priorityClassName"] = opts.priority_class
+    if opts.node_selector:
+        spec["nodeSelector"] = dict(opts.node_selector)
+    if opts.tolerations:
+        spec["tolerations"] = [parse_toleration(t) for t in opts.tolerations]
+    if opts.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in opts.image_pull_secrets]
+    # Sidecars (e.g. istio) never exit and would keep a finished replica's pod running.
+    annotations = {**opts.annotations, "sidecar.istio.io/inject": "false",
+                   ANN_ROLE_NAME: role.name}
+    return {"metadata": {"labels": dict(labels), "annotations": annotations}, "spec": spec}
+
+
+def kube_text(text: str) -> str:
+    """Escape text for command/args/env values, where the kubelet expands ``$(VAR)``."""
+    escaped = re.sub(r"\$(?=[$(])", "$$", text)  # the kubelet turns '$$' back into '$'
+    return escaped.replace(_REPLICA_SENTINEL, REPLICA_ID_REF)
+
+
+def _env(role: Role, identity: dict[str, str]) -> list[dict[str, Any]]:
+    # TRAINLAUNCH_REPLICA_ID comes first: $(VAR) only expands variables defined earlier.
+    env: list[dict[str, Any]] = [{
+        "name": settings.REPLICA_ID,
+        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}},
+    }]
+    env += [{"name": k, "value": v} for k, v in identity.items()]
+    env += [{"name": k, "value": kube_text(v)} for k, v in role.env.items()
+            if k not in identity and k != settings.REPLICA_ID]
+    return env
+
+
+def _resources(role: Role) -> dict[str, Any]:
+    r = role.resource
+    quantities: dict[str, str] = {}
+    if r.cpu:
+        quantities["cpu"] = str(r.cpu)
+    if r.memMB:
+        quantities["memory"] = f"{r.memMB}Mi"
+    if r.gpu:
+        quantities["nvidia.com/gpu"] = str(r.gpu)
+    # requests == limits: the Guaranteed QoS class, so a training pod is evicted last.
+    return {"requests": quantities, "limits": dict(quantities)} if quantities else {}
+
+
+def _ports(role: Role, opts: RenderOptions) -> dict[str, int]:
+    ports = {str(k): int(v) for k, v in role.port_map.items()}
+    if opts.rdzv_port not in ports.values():
+        ports = {"rdzv": opts.rdzv_port, **ports}
+    return ports
+
+
+def _service(job: str, labels: dict[str, str], role: Role, opts: RenderOptions) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": job, "namespace": opts.namespace, "labels": dict(labels)},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,  # DNS records exist before any readiness
+            "selector": {LABEL_APP: labels[LABEL_APP], LABEL_ROLE: labels[LABEL_ROLE]},
+            "ports": [{"name": k, "port": v, "targetPort": v, "protocol": "TCP"}
+                      for k, v in _ports(role, opts).items()],
+        },
+    }
+
+
+def parse_toleration(text: str) -> dict[str, str]:
+    """kubectl taint syntax: ``key=value:Effect``, ``key:Effect``, ``key=value`` or ``key``."""
+    m = _TOLERATION.match(text.strip())
+    if not m or (m["effect"] and m["effect"] not in _EFFECTS):
+        raise UsageError(f"bad toleration {text!r}: use key[=value][:{'|'.join(sorted(_EFFECTS))}]")
+    out = {"key": m["key"], "operator": "Equal" if m["value"] is not None else "Exists"}
+    if m["value"] is not None:
+        out["value"] = m["value"]
+    if m["effect"]:
+        out["effect"] = m["effect"]
+    return out
+
+
+def role_from_job(job: Mapping[str, Any]) -> Role | None:
+    """The Role recorded on a Job by render_app (None when absent or unreadable)."""
+    raw = (job.get("metadata", {}).get("annotations") or {}).get(ANN_ROLE)
+    try:
+        return Role.from_dict(json.loads(raw)) if raw else None
+    except (ValueError, KeyError, TypeError, UsageError):
+        return None
+
+
+def to_yaml(docs: list[dict[str, Any]]) -> str:
+    """The manifests as one multi-document YAML text (JSON documents without PyYAML)."""
+    try:
+        import yaml
+    except ImportError:
+        return "\n---\n".join(json.dumps(d, indent=2) for d in docs) + "\n"
+    # No line folding: every arg and annotation stays on one line, as written.
+    return str(yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=1 << 30))
