@@ -31,8 +31,10 @@ def kubeconfig(tmp_path: Path, fake_api: FakeApiServer) -> Path:
 
 
 @pytest.fixture
-def k8s(kubeconfig: Path) -> Iterator[KubernetesScheduler]:
-    """A kubernetes scheduler using that kubeconfig."""
+def k8s(kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        ) -> Iterator[KubernetesScheduler]:
+    """A kubernetes scheduler using that kubeconfig (and a private trainlaunch home)."""
+    monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "tlhome"))
     scheduler = create_scheduler("tests", kubeconfig=str(kubeconfig))
     scheduler.poll_interval = 0.01
     yield scheduler

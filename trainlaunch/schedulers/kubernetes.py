@@ -14,10 +14,12 @@ import dataclasses
 import re
 import secrets
 import string
+import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
-from trainlaunch import settings
+from trainlaunch import settings, store
 from trainlaunch.errors import AppNotFound, SchedulerError, UsageError
 from trainlaunch.handles import make_app_handle
 from trainlaunch.schedulers import kubernetes_status as st
@@ -41,7 +43,7 @@ from trainlaunch.schedulers.kubernetes_render import (
     role_from_job,
     to_yaml,
 )
-from trainlaunch.specs import AppDef, AppDryRunInfo, CfgVal, runopts
+from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, runopts
 
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 Objects = list[dict[str, Any]]  # API objects as JSON (the name `list` is a method below)
@@ -161,7 +163,15 @@ class KubernetesScheduler(Scheduler):
         """Status from the app's Jobs and pods; AppNotFound when it has none."""
         ns, name = parse_app_id(app_id)
         api = self._api()
-        jobs = self._jobs(api, ns, name, app_id)
+        try:
+            jobs = self._jobs(api, ns, name, app_id)
+        except AppNotFound:
+            stopped = _tombstone(ns, name)
+            if stopped is None:
+                raise
+            return DescribeAppResponse(app_id=app_id, status=AppStatus(
+                state=AppState.CANCELLED, msg="stopped by `trainlaunch stop`; its Jobs, pods "
+                "and Services were deleted"), metadata={"namespace": ns, **stopped})
         pods = api.list("Pod", ns, f"{LABEL_APP}={name}")
         roles = [role_from_job(j) for j in sorted(jobs, key=st.role_index)]
         app = None
@@ -191,6 +201,14 @@ class KubernetesScheduler(Scheduler):
                 app_handle=make_app_handle(BACKEND, labels.get(LABEL_SESSION) or self.session_name,
                                            app_id),
                 name=_ann(jobs[0], ANN_APP_NAME) or name, created=min(created, default=None)))
+        seen = {r.app_id for r in rows}
+        for rec in _tombstones(ns):
+            app_id = f"{ns}:{rec['name']}"
+            if app_id not in seen:
+                rows.append(ListAppResponse(
+                    app_id=app_id, state=AppState.CANCELLED,
+                    app_handle=make_app_handle(BACKEND, self.session_name, app_id),
+                    name=rec["name"], created=rec.get("stopped")))
         return sorted(rows, key=lambda r: (r.created or 0.0, r.app_id))
 
     def cancel(self, app_id: str) -> None:
@@ -202,7 +220,12 @@ class KubernetesScheduler(Scheduler):
         deleted = [api.delete("Job", ns, j["metadata"]["name"]) for j in jobs]
         deleted += [api.delete("Service", ns, s["metadata"]["name"]) for s in services]
         if not any(deleted):
+            if _tombstone(ns, name) is not None:
+                return  # stopped before: stopping again is not an error
             raise self._not_found(app_id)
+        # the Jobs are gone: remember the stop so status/list still say CANCELLED
+        store.write_json(_tombstone_dir() / f"{ns}_{name}.json",
+                         {"namespace": ns, "name": name, "stopped": time.time()})
 
     # -- logs ------------------------------------------------------------------------------------
 
@@ -267,6 +290,24 @@ class KubernetesScheduler(Scheduler):
         for api in self._apis.values():
             api.close()
         self._apis.clear()
+
+
+def _tombstone_dir() -> Path:
+    return store.ensure_private_dir(store.ensure_private_dir(store.store_root()) / "kubernetes")
+
+
+def _tombstone(ns: str, name: str) -> dict[str, Any] | None:
+    rec = store.read_json_or_none(_tombstone_dir() / f"{ns}_{name}.json")
+    return rec if isinstance(rec, dict) else None
+
+
+def _tombstones(ns: str) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(_tombstone_dir().glob(f"{ns}_*.json")):
+        rec = store.read_json_or_none(path)
+        if isinstance(rec, dict) and rec.get("namespace") == ns and rec.get("name"):
+            out.append(rec)
+    return out
 
 
 def _ann(obj: Mapping[str, Any], key: str) -> str:

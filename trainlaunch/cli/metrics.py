@@ -1,0 +1,144 @@
+"""`trainlaunch metrics HANDLE`: what an app's ranks logged through trainlaunch.rank."""
+
+from __future__ import annotations
+
+import math
+import string
+import time
+from typing import Any
+
+import click
+
+from trainlaunch.cli import output
+from trainlaunch.errors import UsageError
+
+
+def metrics_location(resp: Any) -> str:
+    """The directory or glob holding an app's metrics files (from its rank settings)."""
+    settings = {}
+    if resp.app is not None:
+        settings = dict(resp.app.metadata.get("trainlaunch") or {})
+    path = settings.get("metrics_path") or resp.metadata.get("settings", {}).get("metrics_path")
+    if not path:
+        raise UsageError(f"app {resp.app_id} recorded no metrics path",
+                         hint="pass --path DIR_OR_GLOB")
+    path = string.Template(path).safe_substitute(app_id=resp.app_id)
+    return path.replace("{rank}", "*")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _doc(handle: str, where: str, data: Any, metric: str | None) -> dict[str, Any]:
+    from trainlaunch import metrics_reader as mr
+
+    doc: dict[str, Any] = {
+        "handle": handle, "path": where, "files": data.files,
+        "skipped_lines": data.skipped_lines, "truncated_lines": data.truncated_lines,
+        "metrics": mr.metric_names(data),
+        "latest": {str(rank): _finite(values) for rank, values in mr.latest_values(data).items()},
+    }
+    if metric:
+        doc["series"] = {metric: {str(rank): [[s, _finite(v)] for s, v in pts]
+                                  for rank, pts in mr.metric_series(data, metric).items()}}
+    return doc
+
+
+def _text(data: Any, metric: str | None) -> str:
+    from trainlaunch import metrics_reader as mr
+
+    latest = mr.latest_values(data)
+    names = mr.metric_names(data)
+    lines = ["rank\tstep\t" + "\t".join(names)]
+    for rank, values in latest.items():
+        cells = [f"{values.get(n):.6g}" if isinstance(values.get(n), float)
+                 else str(values.get(n, "")) for n in names]
+        lines.append(f"{rank}\t{values.get('step', '')}\t" + "\t".join(cells))
+    if metric:
+        series = mr.metric_series(data, metric)
+        if not series:
+            raise UsageError(f"no metric {metric!r}; logged metrics: {', '.join(names)}")
+        lines += ["", mr.render_chart(series, title=metric)]
+    if data.truncated_lines or data.skipped_lines:
+        lines.append(f"(ignored {data.skipped_lines} unparseable and "
+                     f"{data.truncated_lines} truncated lines)")
+    return "\n".join(lines)
+
+
+def _image(data: Any, metric: str, path: str) -> None:
+    from trainlaunch import metrics_reader as mr
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--image needs matplotlib",
+                         hint="pip install 'trainlaunch[plot]'") from None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for rank, pts in mr.metric_series(data, metric).items():
+        ax.plot([s for s, _ in pts], [v for _, v in pts], label=f"rank {rank}")
+    ax.set_xlabel("step")
+    ax.set_ylabel(metric)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+@click.command("metrics")
+@click.argument("handle")
+@click.option("--metric", default=None, help="Chart this metric over steps.")
+@click.option("--path", "path_", default=None,
+              help="Read these metrics files (dir, file or glob) instead of the app's.")
+@click.option("-f", "--follow", is_flag=True, help="Refresh until the app ends.")
+@click.option("--image", default=None, metavar="FILE",
+              help="Also write a chart of --metric to FILE (png/svg/pdf; needs trainlaunch[plot]).")
+@output.json_option
+def command(handle: str, metric: str | None, path_: str | None, follow: bool,
+            image: str | None, as_json: bool) -> None:
+    """Show the latest metric values per exporting rank, and a chart of one metric."""
+    from trainlaunch import metrics_reader as mr
+    from trainlaunch.handles import parse_app_handle
+    from trainlaunch.runner import get_runner
+
+    if image and not metric:
+        raise UsageError("--image needs --metric NAME")
+    handle = str(parse_app_handle(handle))
+    with get_runner() as runner:
+        resp = runner.describe_app(handle)
+        where = path_ or metrics_location(resp)
+        if follow:
+            from trainlaunch.cli.boundary import raise_on_sigterm
+
+            raise_on_sigterm()
+            last = None
+            while True:
+                terminal = runner.describe_app(handle).status.is_terminal
+                try:
+                    data = mr.read_metrics(where)
+                    text = _text(data, metric)
+                except UsageError:
+                    text = "(no metrics yet)"
+                if text != last and not as_json:
+                    output.emit(text + "\n")
+                    last = text
+                if terminal:
+                    break
+                time.sleep(1.0)
+        data = mr.read_metrics(where)
+    if image and metric:
+        _image(data, metric, image)
+        output.narrate(f"wrote {image}")
+    if as_json:
+        output.emit_json(_doc(handle, where, data, metric))
+    elif not follow:
+        output.emit(_text(data, metric))
