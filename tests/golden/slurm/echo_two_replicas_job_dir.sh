@@ -1,0 +1,62 @@
+#!/bin/bash
+# trainlaunch app 'echo' (roles: echo x2); job dir: /shared/scratch/${app_id}
+#SBATCH --job-name=echo
+#SBATCH --output=/shared/scratch/%j/batch.log
+#SBATCH --open-mode=append
+#SBATCH --signal=USR1@90
+#SBATCH --nodes=2
+#SBATCH --ntasks=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=1
+#SBATCH --mem=1024M
+
+# Shared by every replica: rank 0 is the first node of the first role.
+export TRAINLAUNCH_RANK0_HOST="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+export TRAINLAUNCH_RDZV_PORT=$((20000 + SLURM_JOB_ID % 10000))
+export TRAINLAUNCH_RESTART_COUNT="${SLURM_RESTART_COUNT:-0}"
+export PYTHONUNBUFFERED=1
+trainlaunch_job_dir=/shared/scratch/"$SLURM_JOB_ID"
+echo "trainlaunch: job $SLURM_JOB_ID attempt $TRAINLAUNCH_RESTART_COUNT on $SLURM_JOB_NODELIST; rank 0 at $TRAINLAUNCH_RANK0_HOST:$TRAINLAUNCH_RDZV_PORT"
+trainlaunch_pids=()
+
+# Role 'echo': 2 replicas, one srun task each (replica id = task rank).
+IFS= read -r -d '' trainlaunch_role_0 <<'EOF_ROLE_0' || true
+trainlaunch_dir=/shared/scratch/"$SLURM_JOB_ID"/echo/"$SLURM_PROCID"
+export TRAINLAUNCH_REPLICA_LOG_DIR="$trainlaunch_dir"
+export TRAINLAUNCH_APP_ID="$SLURM_JOB_ID"
+export TRAINLAUNCH_HANDLE=slurm://trainlaunch/"$SLURM_JOB_ID"
+export TRAINLAUNCH_ROLE=echo
+export TRAINLAUNCH_REPLICA_ID="$SLURM_PROCID"
+export TRAINLAUNCH_NUM_REPLICAS=2
+trap '' USR1  # the --signal warning: ignored unless the app handles it
+trap : TERM  # outlive SIGTERM to record the exit code; the app still gets it
+mkdir -p -- "$trainlaunch_dir" || exit 1
+exec >>"$trainlaunch_dir/stdout.log" 2>>"$trainlaunch_dir/stderr.log"
+trainlaunch_status() {
+    printf 'restart=%s host=%s start=%s%s\n' "$TRAINLAUNCH_RESTART_COUNT" "$SLURMD_NODENAME" "$trainlaunch_start" "$1" >"$trainlaunch_dir/replica.status.tmp" &&
+        mv -f "$trainlaunch_dir/replica.status.tmp" "$trainlaunch_dir/replica.status"
+}
+trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"
+trainlaunch_status ''
+echo hi
+trainlaunch_rc=$?
+trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"
+exit "$trainlaunch_rc"
+EOF_ROLE_0
+srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --kill-on-bad-exit=1 bash -c "$trainlaunch_role_0" &
+trainlaunch_pids+=($!)
+
+# Wait for every role; the first failure stops the others.
+trainlaunch_rc=0
+for _ in "${trainlaunch_pids[@]}"; do
+    wait -n
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$trainlaunch_rc" -eq 0 ]; then
+        trainlaunch_rc=$rc
+        kill "${trainlaunch_pids[@]}" 2>/dev/null
+    fi
+done
+printf 'restart=%s exit=%s end=%s\n' "$TRAINLAUNCH_RESTART_COUNT" "$trainlaunch_rc" "${EPOCHREALTIME:-$(date +%s)}" >"$trainlaunch_job_dir/result.tmp" &&
+    mv -f "$trainlaunch_job_dir/result.tmp" "$trainlaunch_job_dir/result"
+echo "trainlaunch: exit code $trainlaunch_rc"
+exit "$trainlaunch_rc"

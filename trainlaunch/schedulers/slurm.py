@@ -1,0 +1,340 @@
+"""The Slurm backend: render one sbatch script per app, submit it, query and stop the job.
+
+Rendering is pure (slurm_render.py); states and records are parsed in slurm_status.py. This
+module runs the Slurm commands (all through :func:`run_slurm`) and keeps a small index under
+the trainlaunch home, ``slurm/index/<job id>.json`` (job dir, AppDef, options, script), so
+that status and logs work from any directory. docs/slurm.md is the user's guide.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import os
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainlaunch import store
+from trainlaunch.errors import (
+    AppNotFound,
+    SchedulerError,
+    SchedulerUnavailable,
+    StoreError,
+    TrainlaunchError,
+    UsageError,
+)
+from trainlaunch.handles import check_app_id, make_app_handle
+from trainlaunch.schedulers import slurm_status
+from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.schedulers.logfiles import follow_lines, read_lines
+from trainlaunch.schedulers.slurm_render import (
+    BACKEND,
+    BATCH_LOG,
+    STREAM_FILES,
+    default_job_dir,
+    render_script,
+    slurm_runopts,
+)
+from trainlaunch.schedulers.slurm_status import JobInfo
+from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, macros, runopts
+
+COMMAND_TIMEOUT_S = 60.0
+SACCT_TIMEOUT_S = 20.0  # a slow accounting database must not block status for long
+CANCEL_TIMEOUT_S = 60.0  # scancel -> terminal state (Slurm's KillWait is 30 s by default)
+NO_ACCOUNTING = "accounting storage is disabled"
+
+
+def create_scheduler(session_name: str, **params: Any) -> SlurmScheduler:
+    """Registry entry point."""
+    return SlurmScheduler(session_name, **params)
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmBatchRequest:
+    """What ``schedule`` submits: the script, and the job dir (``${app_id}`` = the job id)."""
+
+    script: str
+    job_dir: str
+
+
+def run_slurm(argv: Sequence[str], input: str | None = None, check: bool = True,
+              timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """Run one Slurm command; failures become a one-line SchedulerError (Slurm's own words)."""
+    try:
+        proc = subprocess.run(list(argv), input=input, capture_output=True, text=True,
+                              timeout=timeout, errors="replace")
+    except FileNotFoundError:
+        raise SchedulerUnavailable(
+            f"slurm backend unavailable: {argv[0]} not found on PATH",
+            hint="install the Slurm client commands (sbatch, squeue, scontrol, scancel) or "
+                 "run on a login node; scripts/slurm-dev-cluster start makes a local test "
+                 "cluster") from None
+    except subprocess.TimeoutExpired:
+        raise SchedulerError(f"{argv[0]} did not answer within {timeout:.0f}s",
+                             hint="is slurmctld up? try `sinfo`") from None
+    if check and proc.returncode != 0:
+        raise SchedulerError(f"{argv[0]} failed: {last_line(proc.stderr) or proc.returncode}")
+    return proc
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of a command's stderr."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+class SlurmScheduler(Scheduler):
+    """Submits apps as sbatch jobs; answers from scontrol, sacct and the job dir."""
+
+    backend = BACKEND
+
+    def __init__(self, session_name: str, **params: Any) -> None:
+        super().__init__(session_name)
+        self.environ: Mapping[str, str] = params.get("environ") or os.environ
+        self._accounting: bool | None = None
+
+    def run_opts(self) -> runopts:
+        """The typed options (slurm_render.slurm_runopts)."""
+        return slurm_runopts()
+
+    def _home(self) -> Path:
+        return store.store_root(self.environ)
+
+    def _job_dir_template(self, cfg: Mapping[str, CfgVal]) -> str:
+        given = cfg.get("job_dir")
+        if not given:
+            return default_job_dir(self._home())
+        return os.path.abspath(os.path.expanduser(str(given)))
+
+    def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
+        """Metrics go into the job dir (``${app_id}`` is the job id)."""
+        return self._job_dir_template(cfg) + "/metrics"
+
+    # -- submission --------------------------------------------------------------------------
+
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
+        """Render the batch script; str() of the result is exactly what sbatch gets."""
+        resolved = self.run_opts().resolve(cfg, BACKEND)
+        job_dir = self._job_dir_template(resolved)
+        script = render_script(app, resolved, self.session_name, job_dir)
+        return AppDryRunInfo(request=SlurmBatchRequest(script, job_dir), fmt=_script_of,
+                             app=app, cfg=resolved, scheduler=BACKEND)
+
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        """Submit held, create the job dir and the record, then release the job."""
+        req: SlurmBatchRequest = dryrun_info.request
+        out = run_slurm(["sbatch", "--parsable", "--hold"], input=req.script).stdout
+        job_id = out.strip().split(";")[0].split("+")[0]
+        if not job_id.isdigit():
+            raise SchedulerError(f"sbatch printed {out.strip()!r}, not a job id")
+        job_dir = Path(req.job_dir.replace(macros.app_id, job_id))
+        try:
+            job_dir.mkdir(parents=True, exist_ok=True)
+            (job_dir / "sbatch.sh").write_text(req.script, encoding="utf-8")
+            store.write_json(self._index_dir() / f"{job_id}.json", {
+                "app_id": job_id, "session": self.session_name, "created": time.time(),
+                "name": dryrun_info.app.name if dryrun_info.app else "",
+                "job_dir": str(job_dir), "cwd": os.getcwd(),
+                "app": dryrun_info.app.to_dict() if dryrun_info.app else None,
+                "cfg": dict(dryrun_info.cfg)})
+        except (OSError, StoreError) as e:
+            run_slurm(["scancel", job_id], check=False)
+            raise SchedulerError(f"cannot record slurm job {job_id} (cancelled it): {e}") from None
+        run_slurm(["scontrol", "release", job_id])
+        return job_id
+
+    # -- the index ---------------------------------------------------------------------------
+
+    def _index_dir(self) -> Path:
+        root = store.ensure_private_dir(self._home())
+        return store.ensure_private_dir(root / "slurm" / "index")
+
+    def _record(self, app_id: str) -> dict[str, Any] | None:
+        path = self._home() / "slurm" / "index" / f"{check_app_id(app_id)}.json"
+        return store.read_json_or_none(path)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def _has_accounting(self) -> bool:
+        if self._accounting is None:
+            try:
+                proc = run_slurm(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"], check=False,
+                                 timeout=SACCT_TIMEOUT_S)
+                self._accounting = NO_ACCOUNTING not in proc.stderr.lower()
+            except SchedulerError:  # no sacct, or slurmdbd does not answer: do without
+                self._accounting = False
+        return self._accounting
+
+    def _slurm_info(self, job_ids: Sequence[str], names: Mapping[str, str]) -> dict[str, JobInfo]:
+        """What Slurm knows: scontrol (live + recent), then sacct for the rest."""
+        found: dict[str, JobInfo] = {}
+        if len(job_ids) == 1:
+            proc = run_slurm(["scontrol", "-o", "show", "job", job_ids[0]], check=False)
+            if proc.returncode and "invalid job id" not in proc.stderr.lower():
+                raise SchedulerError(f"scontrol failed: {last_line(proc.stderr)}")
+            found.update(slurm_status.parse_scontrol(proc.stdout))
+        elif job_ids:
+            proc = run_slurm(["squeue", "-h", "-t", "all", "-j", ",".join(job_ids),
+                              "-o", "%i|%T|%j|%r|%N"], check=False)
+            if proc.returncode and "invalid job id" not in proc.stderr.lower():
+                raise SchedulerError(f"squeue failed: {last_line(proc.stderr)}")
+            found.update(slurm_status.parse_squeue(proc.stdout))
+        # a record whose job id Slurm now uses for another job (e.g. a reset test cluster)
+        found = {k: v for k, v in found.items() if not names.get(k) or v.name == names[k]}
+        rest = [j for j in job_ids if j not in found]
+        if rest and self._has_accounting():
+            try:
+                proc = run_slurm(["sacct", "-n", "-P", "-X", "-j", ",".join(rest),
+                                  "-o", slurm_status.SACCT_FIELDS], check=False,
+                                 timeout=SACCT_TIMEOUT_S)
+            except SchedulerError:
+                return found  # the callers fall back to the job dir's own record
+            if proc.returncode == 0:
+                found.update(slurm_status.parse_sacct(proc.stdout))
+        return found
+
+    def _describe(self, app_id: str, rec: Mapping[str, Any] | None) -> DescribeAppResponse:
+        names = {app_id: rec.get("name", "")} if rec else {}
+        info = self._slurm_info([app_id], names).get(app_id)
+        job_dir = Path(rec["job_dir"]) if rec else None
+        note = ""
+        if info is None:
+            info = slurm_status.info_from_result(app_id, job_dir)
+            if info is None and rec is None:
+                raise AppNotFound(f"no slurm job {app_id} (not in the queue, the accounting "
+                                  "database or trainlaunch's records)",
+                                  hint="`trainlaunch list -s slurm` shows the known apps")
+            why = ("slurm accounting is disabled" if not self._has_accounting()
+                   else "sacct does not know it")
+            note = f"slurmctld no longer reports job {app_id} and {why}"
+            if info is None:
+                info = JobInfo(app_id, "UNKNOWN", source="record")
+            else:
+                note += "; state from the job's own record"
+        app = _app_from(rec)
+        status = slurm_status.app_status(info, app, job_dir, note)
+        meta = {"job_dir": str(job_dir) if job_dir else None,
+                "log_dir": str(job_dir) if job_dir else None,
+                "batch_log": str(job_dir / BATCH_LOG) if job_dir else None,
+                "created": (rec or {}).get("created"), "cwd": (rec or {}).get("cwd"),
+                "slurm_state": info.state, "nodes": info.nodes, "source": info.source,
+                "settings": ((rec or {}).get("app") or {}).get("metadata", {}).get(
+                    "trainlaunch", {})}
+        return DescribeAppResponse(app_id=app_id, status=status, app=app,
+                                   cfg=(rec or {}).get("cfg") or {}, metadata=meta)
+
+    def describe(self, app_id: str) -> DescribeAppResponse:
+        """Status, AppDef and job dir of one job (also jobs trainlaunch did not start)."""
+        check_app_id(app_id)
+        return self._describe(app_id, self._record(app_id))
+
+    def list(self) -> list[ListAppResponse]:
+        """trainlaunch's Slurm apps from the index, states refreshed in one query each."""
+        index = self._home() / "slurm" / "index"
+        recs: dict[str, dict[str, Any]] = {}
+        for path in sorted(index.glob("*.json")) if index.is_dir() else []:
+            try:
+                rec = store.read_json(path)
+                recs[str(rec["app_id"])] = rec
+            except (OSError, StoreError, KeyError, TypeError):
+                continue
+        ids = sorted(recs, key=int)
+        infos: dict[str, JobInfo] = {}
+        for i in range(0, len(ids), 200):
+            chunk = ids[i:i + 200]
+            infos.update(self._slurm_info(chunk, {j: recs[j].get("name", "") for j in chunk}))
+        rows = []
+        for job_id, rec in recs.items():
+            info = infos.get(job_id) or slurm_status.info_from_result(
+                job_id, Path(rec.get("job_dir", "")))
+            state = info.app_state if info else AppState.UNKNOWN
+            if info is None:
+                msg = "slurm no longer reports this job and it left no record of its end"
+            elif info.source == "record":
+                msg = f"exit code {info.exit_code} (the job's own record; slurm forgot it)"
+            else:
+                msg = f"slurm {info.state}"
+            rows.append(ListAppResponse(
+                job_id, state, make_app_handle(BACKEND, rec.get("session") or self.session_name,
+                                               job_id),
+                rec.get("name", ""), rec.get("created"), msg))
+        rows.sort(key=lambda r: (r.created or 0, r.app_id), reverse=True)
+        return rows
+
+    def cancel(self, app_id: str) -> None:
+        """scancel, then wait (bounded) until Slurm reports a terminal state."""
+        status = self.describe(app_id).status
+        if status.is_terminal:
+            return
+        run_slurm(["scancel", app_id])
+        deadline = time.monotonic() + CANCEL_TIMEOUT_S
+        while not self.describe(app_id).status.is_terminal:
+            if time.monotonic() > deadline:
+                raise SchedulerError(f"slurm job {app_id} did not end within "
+                                     f"{CANCEL_TIMEOUT_S:.0f}s of scancel")
+            time.sleep(0.2)
+
+    # -- logs --------------------------------------------------------------------------------
+
+    def log_replicas(self, app_id: str, role_name: str) -> builtins.list[int]:
+        """Replica ids of the role (from the recorded AppDef)."""
+        rec = self._known(app_id)
+        app = _app_from(rec)
+        if app is None:
+            raise AppNotFound(f"slurm job {app_id} has no readable AppDef in its record")
+        try:
+            return list(range(app.role(role_name).num_replicas))
+        except UsageError as e:  # it lists the roles
+            raise AppNotFound(f"slurm job {app_id}: {e}") from None
+
+    def _known(self, app_id: str) -> dict[str, Any]:
+        rec = self._record(app_id)
+        if rec is None:
+            raise AppNotFound(f"slurm job {app_id} was not started by trainlaunch here "
+                              f"(no record under {self._home() / 'slurm' / 'index'})",
+                              hint="its logs are wherever its own --output says")
+        return rec
+
+    def log_files(self, app_id: str, role_name: str, k: int = 0,
+                  streams: Stream | None = None) -> builtins.list[Path] | None:
+        """Replica k's stdout/stderr files in the job dir (stdout first for combined)."""
+        rec = self._known(app_id)
+        if k not in self.log_replicas(app_id, role_name):
+            raise AppNotFound(f"slurm job {app_id} role {role_name!r} has no replica {k}")
+        which = Stream(streams or Stream.COMBINED).value
+        names = list(STREAM_FILES.values()) if which == "combined" else [STREAM_FILES[which]]
+        return [Path(rec["job_dir"]) / role_name / str(k) / n for n in names]
+
+    def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: str | None = None,
+                 since: float | None = None, until: float | None = None,
+                 should_tail: bool = False, streams: Stream | None = None) -> Iterator[str]:
+        """Lines of replica k's files; with should_tail, follow until the job ends.
+
+        since/until are not supported (the files carry no timestamps) and are ignored.
+        """
+        files = self.log_files(app_id, role_name, k, streams) or []
+        if not should_tail:
+            yield from read_lines(files, regex)
+            return
+        yield from follow_lines(files, regex, lambda: self.status(app_id).is_terminal)
+
+    def status(self, app_id: str) -> AppStatus:
+        """Shortcut: describe(app_id).status."""
+        return self.describe(app_id).status
+
+
+def _script_of(request: SlurmBatchRequest) -> str:
+    return request.script
+
+
+def _app_from(rec: Mapping[str, Any] | None) -> AppDef | None:
+    try:
+        return AppDef.from_dict(rec["app"]) if rec and rec.get("app") else None
+    except (KeyError, TypeError, ValueError, TrainlaunchError):
+        return None
+
+
+__all__ = ["SlurmBatchRequest", "SlurmScheduler", "create_scheduler", "run_slurm"]
