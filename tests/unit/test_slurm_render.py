@@ -92,8 +92,8 @@ def test_dryrun_is_the_request_and_leaves_the_app_alone() -> None:
 
 def test_default_paths_live_under_the_trainlaunch_home() -> None:
     s = scheduler()
-    assert s.default_metrics_path({}) == f"{HOME}/slurm/jobs/${{app_id}}/metrics"
-    assert s.default_metrics_path({"job_dir": "/x/${app_id}"}) == "/x/${app_id}/metrics"
+    assert s.default_metrics_path({}) == f"{HOME}/slurm/jobs/${{app_id}}/metrics/"
+    assert s.default_metrics_path({"job_dir": "/x/${app_id}"}) == "/x/${app_id}/metrics/"
 
 
 def test_relative_job_dir_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

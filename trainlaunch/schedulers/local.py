@@ -78,7 +78,8 @@ class LocalScheduler(Scheduler):
 
     def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
         """Metrics go into the app's own directory in the store."""
-        return str(store.store_root(self.environ) / "apps" / macros.app_id / "metrics")
+        # the trailing slash makes it a directory: each rank writes rank{rank}.jsonl in it
+        return str(store.store_root(self.environ) / "apps" / macros.app_id / "metrics") + "/"
 
     # -- submission --------------------------------------------------------------------------
 

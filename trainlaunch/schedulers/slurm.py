@@ -111,7 +111,7 @@ class SlurmScheduler(Scheduler):
 
     def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
         """Metrics go into the job dir (``${app_id}`` is the job id)."""
-        return self._job_dir_template(cfg) + "/metrics"
+        return self._job_dir_template(cfg) + "/metrics/"  # a directory: rank{rank}.jsonl inside
 
     # -- submission --------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ export TRAINLAUNCH_EXPORT_STRATEGY=all_ranks
 export TRAINLAUNCH_EXPORT_RANK=0
 export TRAINLAUNCH_EXPORT_SAMPLE_RATE=1.0
 export TRAINLAUNCH_SEED=7
-export TRAINLAUNCH_METRICS_PATH=/home/alice/.local/state/trainlaunch/slurm/jobs/"$SLURM_JOB_ID"/metrics
+export TRAINLAUNCH_METRICS_PATH=/home/alice/.local/state/trainlaunch/slurm/jobs/"$SLURM_JOB_ID"/metrics/
 trap '' USR1  # the --signal warning: ignored unless the app handles it
 trap : TERM  # outlive SIGTERM to record the exit code; the app still gets it
 mkdir -p -- "$trainlaunch_dir" || exit 1
