@@ -116,7 +116,7 @@ def python(
                          hint="e.g. trainlaunch run utils.python train.py --lr 0.1")
     entrypoint = "python" if image else sys.executable
     full_env = {"PYTHONUNBUFFERED": "1", **(env or {})}
-    return _app(name or _safe_name(default, "python"), entrypoint, program + rest, image=image,
+    return _app(name or safe_name(default, "python"), entrypoint, program + rest, image=image,
                 num_replicas=num_replicas, env=full_env, max_retries=max_retries,
                 resource=specs.Resource(cpu=cpu, gpu=gpu, memMB=memMB))
 
@@ -148,7 +148,7 @@ def binary(
         max_retries: how often the scheduler restarts a failure
     """
     default = PurePath(entrypoint).name if entrypoint else "binary"
-    return _app(name or _safe_name(default, "binary"), entrypoint, args, image=image,
+    return _app(name or safe_name(default, "binary"), entrypoint, args, image=image,
                 num_replicas=num_replicas, env=env, max_retries=max_retries,
                 resource=specs.Resource(cpu=cpu, gpu=gpu, memMB=memMB))
 
@@ -203,7 +203,7 @@ def _app(name: str, entrypoint: str, args: tuple[str, ...], *, image: str = "",
     return specs.AppDef(name=name, roles=(role,))
 
 
-def _safe_name(text: str, fallback: str) -> str:
+def safe_name(text: str, fallback: str) -> str:
     """A valid app/role name (specs.check_name) made from free text such as a script name."""
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-_.")[:63].rstrip("-_.")
     return cleaned or fallback

@@ -38,7 +38,7 @@ class ExitCode(enum.IntEnum):
 class TrainlaunchError(Exception):
     """Base of every error trainlaunch raises on purpose."""
 
-    exit_code: int = ExitCode.INTERNAL
+    exit_code: int = int(ExitCode.INTERNAL)
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)

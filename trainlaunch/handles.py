@@ -12,9 +12,10 @@ import re
 from trainlaunch.errors import UsageError
 
 DEFAULT_SESSION = "trainlaunch"
-_SCHEDULER_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-_SESSION_RE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
-_APP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$")
+# \Z, not $: "$" also matches before a trailing newline ("local\n" would pass)
+_SCHEDULER_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}\Z")
+_SESSION_RE = re.compile(r"^[A-Za-z0-9_.-]{0,63}\Z")
+_APP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}\Z")
 _HANDLE_RE = re.compile(r"^(?P<scheduler>[^:/]+)://(?P<session>[^/]*)/(?P<app_id>[^/]+)$")
 
 

@@ -173,6 +173,6 @@ def same_process_alive(pid: int | None, ticks: int | None, boot: str | None = No
     if boot and boot != boot_id():
         return False
     now = start_ticks(pid)
-    if now is None:
+    if now is None or ticks is None:  # no recorded start time: the pid may be someone else's
         return False
-    return ticks is None or now == ticks
+    return now == ticks

@@ -104,6 +104,9 @@ def _unknown(spec: Spec, name: str) -> ComponentError:
     close = difflib.get_close_matches(name, list(spec.lookup), n=1)
     hint = f"did you mean {close[0]}? " if close else (
         "options of `trainlaunch run` itself go before the component name; ")
+    if spec.varargs is not None and not close:
+        hint = ("arguments meant for the program (e.g. the training script) go after `--`; "
+                + hint)
     return ComponentError(f"unknown option {name} for component {spec.component!r}",
                           hint=hint + _help_hint(spec))
 

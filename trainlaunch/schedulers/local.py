@@ -103,6 +103,9 @@ class LocalScheduler(Scheduler):
                 env[settings.NUM_REPLICAS] = str(role.num_replicas)
                 env[settings.ROLE_NAME] = role.name
                 env[settings.APP_ID] = app_id
+                replica_dir = store.store_root(self.environ) / "apps" / app_id / log_dir
+                env[settings.REPLICA_LOG_DIR] = str(replica_dir)
+                env.setdefault("TORCHELASTIC_ERROR_FILE", str(replica_dir / "error.json"))
                 env[settings.HANDLE] = make_app_handle(BACKEND, self.session_name, app_id)
                 slice_ = gpu_slices.get((role.name, i))
                 if slice_ is not None:

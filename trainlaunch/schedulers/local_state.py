@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import store
+from trainlaunch.errors import StoreError
 from trainlaunch.specs import AppState, AppStatus, ReplicaStatus, RoleStatus
 
 NEVER_STARTED_AFTER_S = 30.0  # a supervisor that has not shown up by then never will
@@ -34,23 +35,36 @@ def status_from_record(request: Mapping[str, Any], state: Mapping[str, Any] | No
     """Build an AppStatus from the request and the supervisor's last record."""
     by_key = {(r["role"], r["replica_id"]): r for r in (state or {}).get("replicas", [])}
     roles: dict[str, list[ReplicaStatus]] = {}
+    agent_restarts = 0
     app_state = _state(state) if state else AppState.SUBMITTED
     for plan in request.get("replicas", []):
         rec = by_key.get((plan["role"], plan["replica_id"]), {})
+        # a dist.ddp node agent restarts its worker group itself (torchrun's --max-restarts)
+        agent = _agent_restarts(request, plan)
+        agent_restarts = max(agent_restarts, agent)
         roles.setdefault(plan["role"], []).append(ReplicaStatus(
             id=plan["replica_id"], role=plan["role"],
             state=_state(rec) if rec else (AppState.PENDING if state else AppState.SUBMITTED),
             hostname=rec.get("hostname", ""), exit_code=rec.get("exit_code"),
-            signal=rec.get("signal"), restarts=rec.get("restarts", 0),
+            signal=rec.get("signal"), restarts=rec.get("restarts", 0) + agent,
             message=rec.get("message", ""), pid=rec.get("pid")))
     app_dir = request.get("app_dir", "")
     return AppStatus(
-        state=app_state, num_restarts=(state or {}).get("num_restarts", 0),
+        state=app_state, num_restarts=(state or {}).get("num_restarts", 0) + agent_restarts,
         msg=(state or {}).get("msg", ""),
         structured_error_msg=(state or {}).get("structured_error_msg", ""),
         ui_url=f"file://{app_dir}" if app_dir else None,
         roles=tuple(RoleStatus(name, tuple(reps)) for name, reps in roles.items()),
         exit_code=(state or {}).get("exit_code"))
+
+
+def _agent_restarts(request: Mapping[str, Any], plan: Mapping[str, Any]) -> int:
+    """Worker-group restarts a node agent recorded in its agent.json (0 if none)."""
+    if not request.get("app_dir") or "trainlaunch.agent" not in plan.get("cmd", [])[1:3]:
+        return 0
+    rec = store.read_json_or_none(Path(request["app_dir"]) / plan["log_dir"] / "agent.json")
+    restarts = rec.get("restarts") if isinstance(rec, dict) else 0
+    return restarts if isinstance(restarts, int) and restarts > 0 else 0
 
 
 def supervisor_record(path: Path, state: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -71,7 +85,14 @@ def live_replica_pids(state: Mapping[str, Any] | None, boot: str | None) -> list
 
 
 def derive_status(path: Path, request: Mapping[str, Any]) -> AppStatus:
-    """The app's true status (see module docstring)."""
+    """The app's true status (see module docstring); StoreError if a record is malformed."""
+    try:
+        return _derive_status(path, request)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        raise StoreError(f"unreadable record in {path}: {type(e).__name__}: {e}") from None
+
+
+def _derive_status(path: Path, request: Mapping[str, Any]) -> AppStatus:
     request = {**request, "app_dir": str(path)}
     state = store.read_json_or_none(path / "state.json")
     if state and _state(state).is_terminal:
@@ -119,7 +140,10 @@ def _orphaned(request: Mapping[str, Any], state: Mapping[str, Any] | None, msg: 
 
 
 def _lock(path: Path) -> int:
-    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:  # read-only or full store: a store error, not a crash
+        raise StoreError(f"cannot lock {path / '.lock'}: {e.strerror or e}") from None
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
 
@@ -142,8 +166,14 @@ def cancel(path: Path, request: Mapping[str, Any]) -> None:
                 st = store.read_json_or_none(path / "state.json")
                 if st and _state(st).is_terminal:
                     return
+                if not store.same_process_alive(sup.get("pid"), sup.get("ticks"),
+                                                sup.get("boot_id")):
+                    if _state(store.read_json_or_none(path / "state.json")).is_terminal:
+                        return  # it recorded the end just as it exited
+                    break  # it died without recording the end (disk full?): take over below
                 time.sleep(0.02)
-            _signal(int(sup["pid"]), signal.SIGKILL)  # wedged supervisor: take over below
+            if store.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id")):
+                _signal(int(sup["pid"]), signal.SIGKILL)  # wedged supervisor: take over below
         kill_replicas(path, store.read_json_or_none(path / "state.json"), grace)
         state = store.read_json_or_none(path / "state.json") or {}
         now = time.time()

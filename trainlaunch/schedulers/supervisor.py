@@ -289,11 +289,11 @@ class Supervisor:
 
     def run(self) -> int:
         """Run the app to its end; return 0 (the outcome is in state.json)."""
+        self.state = "RUNNING"  # replicas are being started: each says PENDING until it runs
         self.save()
         for rep in self.replicas:
             if not self.stop_requested:
                 self.start(rep)
-        self.state = "RUNNING"
         self.save()
         give_up: Replica | None = None
         while True:

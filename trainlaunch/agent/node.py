@@ -1,0 +1,326 @@
+"""The torch-free agent's loop for one node: start, watch, restart, stop, report.
+
+Single-threaded and event-driven: one selector waits on the workers' output pipes, a pidfd
+per worker (exit order is the order the kernel reports them: the root cause's tie-breaker)
+and the signal wakeup pipe. Nothing polls on a timer, so exits and log lines are seen as
+they happen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import os
+import selectors
+import signal
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from trainlaunch import settings
+from trainlaunch.agent import flags, logs
+from trainlaunch.agent.failures import (
+    Failure,
+    error_record,
+    root_cause,
+    signal_name,
+    summary,
+)
+from trainlaunch.agent.plan import NodePlan, worker_env
+from trainlaunch.agent.state import AgentRecord, agent_file, write_atomic
+from trainlaunch.agent.workers import Spawner, Worker, WorkerStartError, reserve_port
+
+_WAKE = "wake"
+
+
+@dataclasses.dataclass
+class Outcome:
+    """How an attempt ended: all succeeded, some failed, or the agent got a signal."""
+
+    kind: str  # "ok" | "failed" | "signal"
+    failures: list[Failure] = dataclasses.field(default_factory=list)
+    signum: int = 0
+
+
+def shutdown_timeout(args: flags.AgentArgs, environ: Mapping[str, str]) -> float:
+    """--shutdown-timeout, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s (torchrun's rule)."""
+    if args.shutdown_timeout is not None:
+        return float(args.shutdown_timeout)
+    return float(environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30"))
+
+
+def new_run_id() -> str:
+    """A uuid4, as torchrun's default single-node run id."""
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+class NodeAgent:
+    """Runs one node's workers with torchrun's contract and restart semantics."""
+
+    def __init__(self, args: flags.AgentArgs, plan: NodePlan, environ: Mapping[str, str]):
+        self.args, self.plan, self.environ = args, plan, environ
+        self.own_error_file = environ.get("TORCHELASTIC_ERROR_FILE", "")
+        self.grace = shutdown_timeout(args, environ)
+        self.signals = flags.parse_signals(args.signals_to_handle)
+        self.tee = flags.parse_std(args.tee, "--tee")
+        self.redirects = flags.parse_std(args.redirects, "--redirects")
+        self.ranks_filter = flags.parse_ranks_filter(args.local_ranks_filter)
+        self.prefix_template = environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")
+        self.run_id = plan.run_id or new_run_id()
+        replica_dir = environ.get(settings.REPLICA_LOG_DIR)
+        self.run_dir = logs.make_run_dir(args.log_dir or replica_dir, self.run_id)
+        where = replica_dir or (self.run_dir if self.run_dir != os.devnull else "")
+        if where:
+            os.makedirs(where, exist_ok=True)
+        self.record = AgentRecord(
+            agent_file(where) if where else None, engine="agent", reason=plan.reason,
+            hostname=socket.gethostname(), node_rank=plan.node_rank, nnodes=plan.nnodes,
+            nproc=plan.nproc, world_size=plan.world_size, run_id=self.run_id,
+            run_dir=self.run_dir, max_restarts=plan.max_restarts,
+            master_addr=plan.master_addr, command=list(plan.command))
+        self.sel = selectors.DefaultSelector()
+        self.spawner = Spawner()
+        self.pending: list[int] = []  # handled signals received, in order
+        self.workers: list[Worker] = []
+        self.streams: list[logs.Stream] = []
+        self.order: dict[int, int] = {}  # local rank -> reaping order (a global counter)
+        self.exit_fds: dict[int, int] = {}  # local rank -> pidfd, until reaped
+        self.counter = itertools.count()
+        self.pidfds = hasattr(os, "pidfd_open")
+        self.attempt = 0
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run attempts until success, failure without restarts left, or a signal."""
+        self._install_signals()
+        try:
+            return self._run()
+        finally:
+            for w in self.workers:  # an unexpected error must not leave ranks behind
+                if w.exit_code is None:
+                    w.signal_group(signal.SIGKILL)
+
+    def _run(self) -> int:
+        while True:
+            outcome = self._start_attempt()
+            if outcome.kind == "ok":
+                self._close_streams()
+                self._finish("SUCCEEDED", 0)
+                return 0
+            if outcome.kind == "signal":
+                name = signal.Signals(outcome.signum).name
+                self._note(f"got {name}: forwarding it to all {len(self.workers)} workers")
+                self._stop(outcome.signum)
+                return self._finish("CANCELLED", 128 + outcome.signum)
+            self._stop(signal.SIGTERM)
+            root = root_cause(outcome.failures)
+            others = [f for f in outcome.failures if f is not root]
+            if self.attempt < self.plan.max_restarts and not self.pending:
+                self._note(f"rank {root.rank} {root.how()}; restarting all {self.plan.nproc} "
+                           f"workers (restart {self.attempt + 1} of {self.plan.max_restarts})")
+                self._end_attempt("FAILED", root)
+                self.attempt += 1
+                continue
+            record = error_record(root)
+            if self.own_error_file:
+                write_atomic(self.own_error_file, record)  # the backend's reply file
+            os.write(2, summary(self.args.script, root, others, self.attempt,
+                                self.plan.max_restarts).encode())
+            self._end_attempt("FAILED", root)
+            return self._finish("FAILED", root.shell_code, record)
+
+    def _start_attempt(self) -> Outcome:
+        port = self.plan.master_port if self.plan.master_port is not None else reserve_port()
+        adir = logs.make_attempt_dir(self.run_dir, self.attempt, self.plan.nproc)
+        filtered = self._filtered_files(adir)
+        self.workers, self.streams, self.order, self.exit_fds = [], [], {}, {}
+        base = dict(os.environ)
+        for lr in range(self.plan.nproc):
+            err = logs.rank_file(adir, lr, "error.json")
+            env = {**base, **worker_env(self.plan, lr, self.attempt, port, self.run_id, err,
+                                        os.environ)}
+            try:
+                w = self.spawner.start(lr, self.plan.rank(lr), self.plan.command, env)
+            except WorkerStartError as e:
+                self._stop(signal.SIGKILL)
+                return Outcome("failed", [self._start_failure(lr, adir, e)])
+            self.workers.append(w)
+            self._watch_worker(w, adir, filtered)
+        self.record.update(state="RUNNING", attempt=self.attempt, restarts=self.attempt,
+                           master_port=port, attempt_dir=adir, workers=self._worker_rows())
+        return self._watch()
+
+    def _watch(self) -> Outcome:
+        while True:
+            self._reap()
+            if self.pending:
+                return Outcome("signal", signum=self.pending[0])
+            failed = [w for w in self.workers if w.exit_code not in (None, 0)]
+            if failed:
+                failed.sort(key=lambda w: self.order[w.local_rank])
+                return Outcome("failed", [self._failure(w) for w in failed])
+            if all(w.exit_code == 0 for w in self.workers):
+                return Outcome("ok")
+            self._wait(None)
+
+    def _stop(self, sig: int) -> None:
+        """Forward sig to every live worker group, wait the grace period, then SIGKILL."""
+        seen = len(self.pending)
+        alive = [w for w in self.workers if not w.poll()]
+        for w in alive:
+            w.signal_group(sig)
+        deadline = time.monotonic() + self.grace
+        while alive and len(self.pending) == seen and time.monotonic() < deadline:
+            self._wait(deadline - time.monotonic())  # a second signal cuts the grace short
+            self._reap()
+            alive = [w for w in alive if w.exit_code is None]
+        deadline = time.monotonic() + max(self.grace, 5.0)
+        for w in alive:
+            w.signal_group(signal.SIGKILL)
+        while alive and time.monotonic() < deadline:
+            self._wait(deadline - time.monotonic())
+            self._reap()
+            alive = [w for w in alive if w.exit_code is None]
+        for w in self.workers:  # leftovers of each rank's process group go too
+            w.signal_group(signal.SIGKILL)
+        self._close_streams()
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        self.sel.register(r, selectors.EVENT_READ, _WAKE)
+        for sig in self.signals:
+            signal.signal(sig, self._on_signal)
+        if not self.pidfds:
+            signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the selector
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.pending.append(signum)
+
+    def _wait(self, timeout: float | None) -> None:
+        for key, _ in self.sel.select(timeout):
+            data = key.data
+            if data == _WAKE:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(key.fd, 512)
+            elif isinstance(data, Worker):
+                self._reaped(data)
+            elif not data.read():
+                self._drop(data)
+
+    def _reap(self) -> None:
+        for w in self.workers:
+            if w.exit_code is None and w.poll():
+                self._reaped(w)
+
+    def _reaped(self, w: Worker) -> None:
+        w.poll()
+        if w.exit_code is None or w.local_rank in self.order:
+            return
+        self.order[w.local_rank] = next(self.counter)
+        fd = self.exit_fds.pop(w.local_rank, None)
+        if fd is not None:  # a pidfd stays readable: keeping it would spin the selector
+            self.sel.unregister(fd)
+            os.close(fd)
+        for s in self.streams:  # what it wrote before exiting is already in the pipes
+            if s.open and s.local_rank == w.local_rank and not s.read():
+                self._drop(s)
+
+    def _drop(self, s: logs.Stream) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(s.fd)
+        s.close()
+
+    def _close_streams(self) -> None:
+        for s in self.streams:
+            if s.open:
+                s.read()
+                self._drop(s)
+        for fd in self.exit_fds.values():
+            self.sel.unregister(fd)
+            os.close(fd)
+        self.exit_fds.clear()
+
+    # -- workers -----------------------------------------------------------------------------------
+
+    def _watch_worker(self, w: Worker, adir: str, filtered: dict[int, int]) -> None:
+        modes = logs.console_modes(self.tee, self.redirects, self.ranks_filter, w.local_rank)
+        prefix = logs.line_prefix(self.prefix_template, self.plan.role, w.rank, w.local_rank)
+        for std, pipe, name in ((logs.OUT, w.proc.stdout, "stdout.log"),
+                                (logs.ERR, w.proc.stderr, "stderr.log")):
+            assert pipe is not None
+            needles = (self.args.duplicate_stdout_filters if std == logs.OUT
+                       else self.args.duplicate_stderr_filters)
+            s = logs.Stream(pipe.fileno(), logs.rank_file(adir, w.local_rank, name), std,
+                            modes[std], prefix, filtered.get(std, -1), needles,
+                            keep_tail=std == logs.ERR, local_rank=w.local_rank)
+            self.streams.append(s)
+            self.sel.register(s.fd, selectors.EVENT_READ, s)
+        if self.pidfds:
+            try:
+                fd = os.pidfd_open(w.pid)
+                self.exit_fds[w.local_rank] = fd
+                self.sel.register(fd, selectors.EVENT_READ, w)
+            except OSError:  # old kernel: fall back to SIGCHLD
+                self.pidfds = False
+                signal.signal(signal.SIGCHLD, lambda *_: None)
+
+    def _filtered_files(self, adir: str) -> dict[int, int]:
+        out = {}
+        for std, needles, name in ((logs.OUT, self.args.duplicate_stdout_filters,
+                                    "filtered_stdout.log"),
+                                   (logs.ERR, self.args.duplicate_stderr_filters,
+                                    "filtered_stderr.log")):
+            if any(needles) and adir != os.devnull:
+                out[std] = os.open(os.path.join(adir, name),
+                                   os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        return out
+
+    def _failure(self, w: Worker) -> Failure:
+        adir = self.record.data.get("attempt_dir", os.devnull)
+        err = next((s for s in self.streams if s.local_rank == w.local_rank
+                    and s.tail is not None), None)
+        assert w.exit_code is not None
+        return Failure(rank=w.rank, local_rank=w.local_rank, node_rank=self.plan.node_rank,
+                       pid=w.pid, exit_code=w.exit_code, observed=w.ended or time.time(),
+                       order=self.order.get(w.local_rank, 0), attempt=self.attempt,
+                       error_file=logs.rank_file(adir, w.local_rank, "error.json"),
+                       stderr_file=logs.rank_file(adir, w.local_rank, "stderr.log"),
+                       stderr_tail=err.tail_text() if err else "")
+
+    def _start_failure(self, lr: int, adir: str, e: WorkerStartError) -> Failure:
+        return Failure(rank=self.plan.rank(lr), local_rank=lr, node_rank=self.plan.node_rank,
+                       pid=0, exit_code=e.exit_code, observed=time.time(), order=0,
+                       attempt=self.attempt, error_file="", stderr_file="",
+                       stderr_tail=str(e) + "\n")
+
+    def _worker_rows(self) -> list[dict[str, Any]]:
+        return [{"rank": w.rank, "local_rank": w.local_rank, "pid": w.pid, "pgid": w.pid,
+                 "ticks": w.ticks, "exit_code": w.exit_code, "signal": signal_name(w.exit_code)}
+                for w in self.workers]
+
+    # -- reporting -----------------------------------------------------------------------------------
+
+    def _note(self, text: str) -> None:
+        os.write(2, f"[trainlaunch] {text}\n".encode())
+
+    def _end_attempt(self, result: str, root: Failure | None) -> None:
+        attempts = [*self.record.data["attempts"], {
+            "attempt": self.attempt, "result": result,
+            "root_cause": error_record(root) if root else None}]
+        self.record.update(attempts=attempts, workers=self._worker_rows())
+
+    def _finish(self, state: str, code: int, root: dict[str, Any] | None = None) -> int:
+        if state != "FAILED":
+            self._end_attempt(state, None)
+        self.record.update(state=state, exit_code=code, root_cause=root,
+                           workers=self._worker_rows(), ended=time.time())
+        return code
+

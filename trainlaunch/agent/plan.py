@@ -1,0 +1,222 @@
+"""What one node runs: the engine, the rendezvous, and each rank's torchrun-2.13 environment.
+
+Pure functions of the agent's flags and the replica's environment, so that ``--dryrun`` can
+show per rank what it will receive (:func:`rank_envs`) and tests can check the contract
+without starting anything. The rendezvous rules mirror ``torch.distributed.run.run()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trainlaunch import settings
+from trainlaunch.agent import flags
+from trainlaunch.agent.devices import local_nproc
+from trainlaunch.errors import UsageError
+
+AGENT = "agent"
+TORCHRUN = "torchrun"
+LOCAL_HOSTS = frozenset({"", "localhost", "127.0.0.1", "::1", "0.0.0.0"})
+
+
+@dataclasses.dataclass(frozen=True)
+class NodePlan:
+    """Everything the torch-free agent needs to start this node's workers."""
+
+    engine: str
+    reason: str  # why this engine: shown by the dryrun and recorded in agent.json
+    nnodes: int
+    node_rank: int
+    nproc: int
+    role: str
+    master_addr: str
+    master_port: int | None  # None: the agent reserves a free port for every attempt
+    run_id: str | None  # None: a fresh uuid4, as torchrun's single-node default
+    max_restarts: int
+    command: tuple[str, ...]  # [python, -u, (-m), script, *args] or [script, *args]
+    virtual_local_rank: bool = False
+
+    @property
+    def world_size(self) -> int:
+        """Workers on all nodes."""
+        return self.nnodes * self.nproc
+
+    def rank(self, local_rank: int) -> int:
+        """Global rank: every node runs nproc workers, ordered by node rank (as static torchrun)."""
+        return self.node_rank * self.nproc + local_rank
+
+
+def worker_command(args: flags.AgentArgs, python: str) -> tuple[str, ...]:
+    """torchrun's worker command: ``[python, -u, (-m), script, *args]`` or the bare script."""
+    if args.no_python:
+        return (args.script, *args.script_args)
+    return (python, "-u", *(["-m"] if args.module else []), args.script, *args.script_args)
+
+
+def split_endpoint(endpoint: str, default_port: int | None) -> tuple[str, int | None]:
+    """``host[:port]`` (IPv6 as ``[addr]:port``) -> (host, port)."""
+    host, port = endpoint, None
+    if endpoint.startswith("["):
+        host, _, rest = endpoint[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else None
+    elif endpoint.count(":") == 1:
+        host, _, port = endpoint.partition(":")
+    try:
+        return host, int(port) if port else default_port
+    except ValueError:
+        raise UsageError(f"--rdzv-endpoint must be HOST[:PORT], got {endpoint!r}") from None
+
+
+def torchrun_reason(args: flags.AgentArgs) -> str | None:
+    """Why only real torchrun can run these flags (None: the torch-free agent can)."""
+    lo, hi = flags.parse_nnodes(args.nnodes)
+    backend = "c10d" if args.standalone else args.rdzv_backend
+    if lo != hi:
+        return f"elastic --nnodes {args.nnodes} needs torchrun's rendezvous"
+    for dest, why in (("run_path", "--run-path runs the script inside torchrun"),
+                      ("logs_specs", "--logs-specs loads a torchrun plugin"),
+                      ("numa_binding", "--numa-binding needs torch")):
+        if args.values[dest]:
+            return why
+    if args.nproc_per_node == "xpu":
+        return "--nproc-per-node xpu needs torch to count devices"
+    if backend not in ("static", "c10d"):
+        return f"--rdzv-backend {backend} is an external rendezvous"
+    if backend == "c10d" and args.rdzv_endpoint:
+        host, _ = split_endpoint(args.rdzv_endpoint, None)
+        if hi > 1 or host not in LOCAL_HOSTS:
+            return f"--rdzv-endpoint {args.rdzv_endpoint} is an external c10d rendezvous"
+    if hi > 1 and args.max_restarts > 0:
+        return "restarts across nodes need torchrun's rendezvous to restart every node"
+    return None
+
+
+def choose_engine(args: flags.AgentArgs) -> tuple[str, str]:
+    """(engine, reason): the torch-free agent for a static world, else torchrun."""
+    why = torchrun_reason(args)
+    if args.engine == TORCHRUN:
+        return TORCHRUN, "--engine torchrun"
+    if args.engine == AGENT:
+        if why:
+            raise UsageError(f"--engine agent cannot run this: {why}",
+                             hint="use --engine auto (or torchrun)")
+        return AGENT, "--engine agent"
+    if why:
+        return TORCHRUN, why
+    return AGENT, "static world: nodes and workers per node are fixed"
+
+
+def _given(args: flags.AgentArgs, dest: str, env: Mapping[str, str], name: str) -> Any:
+    """The flag if given (command line or PET_*), else the backend's variable, else default."""
+    if dest in args.given or name not in env:
+        return args.values[dest]
+    return env[name]
+
+
+def plan_node(args: flags.AgentArgs, environ: Mapping[str, str],
+              python: str | None = None) -> NodePlan:
+    """Resolve engine, node rank, rendezvous address and worker command for this node."""
+    engine, reason = choose_engine(args)
+    lo, hi = flags.parse_nnodes(args.nnodes)
+    python = python or environ.get("PYTHON_EXEC") or sys.executable
+    nproc = local_nproc(args.nproc_per_node, environ)
+    node_rank, port, run_id = 0, None, None
+    if hi == 1:
+        addr = "localhost"  # torchrun's single-node c10d store on localhost:0
+        auto = args.rdzv_backend == "static" and not args.rdzv_endpoint and args.master_port is None
+        if not (args.standalone or auto):
+            run_id = args.rdzv_id
+            if args.rdzv_backend == "static":
+                addr, port = (split_endpoint(args.rdzv_endpoint, 29500) if args.rdzv_endpoint
+                              else (args.master_addr, args.master_port))
+                node_rank = args.node_rank
+    else:  # a static world across nodes: rank 0 hosts the store at the backend's address
+        addr = _given(args, "master_addr", environ, settings.RANK0_HOST)
+        port = int(_given(args, "master_port", environ, settings.RDZV_PORT) or 29500)
+        if args.rdzv_endpoint:
+            addr, port = split_endpoint(args.rdzv_endpoint, port)
+        node_rank = int(_given(args, "node_rank", environ, settings.REPLICA_ID))
+        run_id = str(_given(args, "rdzv_id", environ, settings.APP_ID))
+    if node_rank >= hi:
+        raise UsageError(f"node rank {node_rank} is out of range for --nnodes {args.nnodes}")
+    return NodePlan(engine=engine, reason=reason, nnodes=hi, node_rank=node_rank, nproc=nproc,
+                    role=args.role, master_addr=addr, master_port=port, run_id=run_id,
+                    max_restarts=args.max_restarts, command=worker_command(args, python),
+                    virtual_local_rank=args.virtual_local_rank)
+
+
+def node_environ(args: flags.AgentArgs, nproc: int, environ: Mapping[str, str]) -> dict[str, str]:
+    """Variables torchrun writes into its own environment, so every worker inherits them."""
+    out = {"TORCHELASTIC_SIGNALS_TO_HANDLE": args.signals_to_handle}
+    if "OMP_NUM_THREADS" not in environ and nproc > 1:
+        out["OMP_NUM_THREADS"] = "1"  # torchrun's rule, with its banner
+    return out
+
+
+def worker_env(plan: NodePlan, local_rank: int, restart_count: int, master_port: int | str,
+               run_id: str, error_file: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables torchrun 2.13 sets for one worker, on top of the inherited environment."""
+    rank = plan.rank(local_rank)
+    env = {
+        "RANK": str(rank),
+        "GROUP_RANK": str(plan.node_rank),
+        "ROLE_RANK": str(rank),  # one role per node agent: role rank = global rank
+        "ROLE_NAME": plan.role,
+        "LOCAL_WORLD_SIZE": str(plan.nproc),
+        "WORLD_SIZE": str(plan.world_size),
+        "GROUP_WORLD_SIZE": str(plan.nnodes),
+        "ROLE_WORLD_SIZE": str(plan.world_size),
+        "MASTER_ADDR": plan.master_addr,
+        "MASTER_PORT": str(master_port),
+        "TORCHELASTIC_RESTART_COUNT": str(restart_count),
+        "TORCHELASTIC_MAX_RESTARTS": str(plan.max_restarts),
+        "TORCHELASTIC_RUN_ID": run_id,
+        # no agent-side TCPStore without torch: rank 0 hosts it (docs/ddp.md, differences)
+        "TORCHELASTIC_USE_AGENT_STORE": "False",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+        "LOCAL_RANK": str(local_rank),
+        "TORCHELASTIC_ERROR_FILE": error_file,
+    }
+    if "OMP_NUM_THREADS" in environ:
+        env["OMP_NUM_THREADS"] = environ["OMP_NUM_THREADS"]
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if plan.virtual_local_rank:
+        env["LOCAL_RANK"] = "0"
+        devices = visible.split(",") if visible is not None else None
+        if devices is not None and local_rank >= len(devices):
+            raise UsageError(f"local_rank {local_rank} exceeds CUDA_VISIBLE_DEVICES={visible}")
+        env["CUDA_VISIBLE_DEVICES"] = devices[local_rank].strip() if devices else str(local_rank)
+    elif visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    return env
+
+
+def rank_envs(agent_args: Sequence[str], replica_env: Mapping[str, str],
+              python: str | None = None) -> list[dict[str, Any]]:
+    """Per rank of this node: rank, local_rank, argv and the variables the agent adds.
+
+    For ``--dryrun``: values only known at start time are shown as ``<...>`` placeholders.
+    Ranks of an elastic (torchrun) world are assigned at rendezvous: ``rank`` is None.
+    """
+    from trainlaunch.agent.torchrun import torchrun_plan
+
+    args = flags.parse(agent_args, replica_env)
+    engine, _ = choose_engine(args)
+    if engine == TORCHRUN:
+        return torchrun_plan(args, replica_env, python)
+    plan = plan_node(args, replica_env, python)
+    inherited = node_environ(args, plan.nproc, replica_env)  # shown too: every rank gets them
+    node_env = {**replica_env, **inherited}
+    base = args.log_dir or replica_env.get(settings.REPLICA_LOG_DIR) or "<log_dir>"
+    run_id = plan.run_id or "<uuid4>"
+    port = plan.master_port if plan.master_port is not None else "<free port>"
+    out = []
+    for lr in range(plan.nproc):
+        err = f"{base}/{run_id}_<rand>/attempt_0/{lr}/error.json"
+        env = {**inherited, **worker_env(plan, lr, 0, port, run_id, err, node_env)}
+        out.append({"rank": plan.rank(lr), "local_rank": lr, "engine": AGENT,
+                    "argv": list(plan.command), "env": env})
+    return out

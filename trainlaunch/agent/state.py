@@ -1,0 +1,64 @@
+"""``agent.json``: what the node agent is doing, for the backend to read.
+
+Written atomically (temp file + rename) into the replica's log directory when an attempt
+starts and ends: engine, attempts and restarts, each worker's pid/pgid/start ticks/exit
+code/signal, the log directory and the root cause. A backend's ``stop`` may kill the
+recorded worker process groups as a last resort; its ``status`` shows restarts and cause.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+AGENT_FILE = "agent.json"
+VERSION = 1
+
+
+def agent_file(replica_log_dir: str) -> str:
+    """Where a replica's agent.json lives."""
+    return os.path.join(replica_log_dir, AGENT_FILE)
+
+
+def read_agent_state(replica_log_dir: str) -> dict[str, Any] | None:
+    """The agent's last record for a replica (None if absent or unreadable)."""
+    try:
+        with open(agent_file(replica_log_dir), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_atomic(path: str, data: Mapping[str, Any]) -> None:
+    """Replace path with data as JSON; readers never see half a record."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        return  # e.g. TORCHELASTIC_ERROR_FILE=/dev/null: never replace a device
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, separators=(",", ":"), sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # the record is a convenience: never let it fail the training
+
+
+class AgentRecord:
+    """The mutable record behind agent.json (only the agent writes it)."""
+
+    def __init__(self, path: str | None, **fields: Any) -> None:
+        self.path = path  # None: nowhere to write (--log-dir /dev/null without a replica dir)
+        self.data: dict[str, Any] = {
+            "version": VERSION, "pid": os.getpid(), "state": "STARTING", "restarts": 0,
+            "attempts": [], "workers": [], "root_cause": None, "exit_code": None,
+            "started": time.time(), **fields,
+        }
+
+    def update(self, **fields: Any) -> None:
+        """Change some fields and write the record."""
+        self.data.update(fields, updated=time.time())
+        if self.path:
+            write_atomic(self.path, self.data)

@@ -1,0 +1,125 @@
+"""Starting and stopping worker processes, and the rendezvous port reservation.
+
+Workers start as torchrun starts them (own session, so a signal reaches each whole process
+group) and additionally die with the agent: ``PR_SET_PDEATHSIG=SIGKILL`` on Linux, so no
+rank outlives an agent that was SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+_PR_SET_PDEATHSIG = 1
+
+
+def reserve_port(host: str = "127.0.0.1") -> int:
+    """A free port, parked in TIME_WAIT so no plain bind (another job's) takes it for ~60 s.
+
+    Rank 0's TCPStore binds it with SO_REUSEADDR, which TIME_WAIT allows; meanwhile the
+    kernel does not hand it out for ``bind(0)``, so concurrent jobs never collide.
+    """
+    with socket.socket() as srv:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind((host, 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        with socket.socket() as cli:
+            cli.connect((host, port))
+            conn, _ = srv.accept()
+            conn.close()  # the server side closes first: it is the one left in TIME_WAIT
+    return int(port)
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn setting PR_SET_PDEATHSIG=SIGKILL (None where prctl does not exist)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != parent:  # the agent died before prctl: do not run orphaned
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+@dataclasses.dataclass
+class Worker:
+    """One running (or finished) worker process."""
+
+    local_rank: int
+    rank: int
+    proc: subprocess.Popen[bytes]
+    started: float
+    exit_code: int | None = None  # Popen's convention: -N when killed by signal N
+    ended: float | None = None
+    _ticks: int | None = None
+
+    @property
+    def ticks(self) -> int | None:
+        """Start time in clock ticks (tells a reused pid apart); read after all spawns."""
+        if self._ticks is None and self.exit_code is None:
+            from trainlaunch.store import start_ticks
+
+            self._ticks = start_ticks(self.proc.pid)
+        return self._ticks
+
+    @property
+    def pid(self) -> int:
+        """Process id (= its process group id: each worker leads its own session)."""
+        return self.proc.pid
+
+    def poll(self) -> bool:
+        """Reap if it exited; True when it has."""
+        if self.exit_code is None:
+            code = self.proc.poll()
+            if code is not None:
+                self.exit_code, self.ended = code, time.time()
+        return self.exit_code is not None
+
+    def signal_group(self, sig: int) -> None:
+        """Send sig to the worker's process group (its children too), if any is left."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+
+class Spawner:
+    """Starts workers with pipes for both streams; the preexec hook is built once."""
+
+    def __init__(self) -> None:
+        self.preexec = _die_with_parent()
+
+    def start(self, local_rank: int, rank: int, cmd: Sequence[str],
+              env: Mapping[str, str]) -> Worker:
+        """Start one worker in its own session with stdout/stderr piped to the agent."""
+        try:
+            proc = subprocess.Popen(list(cmd), env=dict(env), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    preexec_fn=self.preexec)
+        except OSError as e:
+            raise WorkerStartError(f"cannot start {cmd[0]!r}: {e.strerror or e}",
+                                   127 if isinstance(e, FileNotFoundError) else 126) from None
+        return Worker(local_rank, rank, proc, time.time())
+
+
+class WorkerStartError(Exception):
+    """The worker command could not be executed (the shell's 127/126)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
