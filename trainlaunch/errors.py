@@ -90,7 +90,7 @@ class WaitTimeout(TrainlaunchError):
 class AppFailed(TrainlaunchError):
     """An app that was waited for ended in a non-successful state."""
 
-    exit_code = ExitCode.APP_FAILED
+    exit_code: int = int(ExitCode.APP_FAILED)
 
     def __init__(self, message: str, exit_code: int = ExitCode.APP_FAILED, hint: str | None = None):
         super().__init__(message, hint)

@@ -9,10 +9,12 @@ Usage::
 
 from __future__ import annotations
 
+import builtins
+
 import secrets
 import time
-from pathlib import Path
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from trainlaunch import schedulers, settings
@@ -172,12 +174,12 @@ class Runner:
         return sched.log_iter(h.app_id, role_name, k, regex, since, until, should_tail, stream)
 
     def log_files(self, app_handle: str, role_name: str, k: int = 0,
-                  streams: Stream | str | None = None) -> list[Path] | None:
+                  streams: Stream | str | None = None) -> builtins.list[Path] | None:
         """Local files with replica k's whole log, if the backend keeps them (else None)."""
         sched, h = self._parse(app_handle)
         return sched.log_files(h.app_id, role_name, k, Stream(streams) if streams else None)
 
-    def log_replicas(self, app_handle: str, role_name: str) -> list[int]:
+    def log_replicas(self, app_handle: str, role_name: str) -> builtins.list[int]:
         """Replica ids of a role."""
         sched, h = self._parse(app_handle)
         return sched.log_replicas(h.app_id, role_name)
@@ -196,7 +198,7 @@ class Runner:
                 continue
         return out
 
-    def scheduler_backends(self) -> list[str]:
+    def scheduler_backends(self) -> builtins.list[str]:
         """Names of every backend."""
         return schedulers.scheduler_names()
 

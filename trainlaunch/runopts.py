@@ -15,7 +15,7 @@ from typing import Any, Union
 
 from trainlaunch.errors import UsageError
 
-CfgVal = Union[str, int, float, bool, list[str], dict[str, str], None]
+CfgVal = Union[str, int, float, bool, list[str], dict[str, str], None]  # noqa: UP007 (3.10 runtime alias)
 _TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "list[str]",
           dict: "dict[str, str]"}
 _TRUE = {"1", "true", "yes", "on", "y"}

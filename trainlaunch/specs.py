@@ -11,9 +11,9 @@ import dataclasses
 import enum
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any
 
 from trainlaunch.errors import UsageError
 

@@ -15,6 +15,7 @@ user can write to.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -100,17 +101,13 @@ def write_json(path: Path, data: Any) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise StoreError(f"cannot write {path}: {e.strerror or e}",
                          hint="check free disk space and permissions of the app store") from None
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 

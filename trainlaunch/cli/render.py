@@ -46,7 +46,8 @@ def first_failure(st: AppStatus) -> ReplicaStatus | None:
     """The replica that explains a FAILED app (the one with a root-cause message)."""
     failed = [r for r in st.replicas() if r.state == AppState.FAILED]
     with_msg = [r for r in failed if r.message]
-    return (with_msg or failed or [None])[0]
+    chosen = with_msg or failed
+    return chosen[0] if chosen else None
 
 
 def replica_rows(st: AppStatus) -> list[tuple[str, str, str, str, str]]:
@@ -74,7 +75,7 @@ def status_text(handle: str, resp: DescribeAppResponse) -> str:
     if resp.metadata.get("log_dir"):
         lines.append(f"  logs:     {resp.metadata['log_dir']}")
     lines.append("  replicas:")
-    for name, state, code, restarts, host in replica_rows(st):
+    for name, state, code, restarts, _host in replica_rows(st):
         extra = f" exit={code}" if code else ""
         extra += f" restarts={restarts}" if restarts != "0" else ""
         lines.append(f"    {name:<20} {state:<10}{extra}")

@@ -8,6 +8,8 @@ failures raise :class:`~trainlaunch.errors.SchedulerError` with the command's ow
 
 from __future__ import annotations
 
+import builtins
+
 import abc
 import dataclasses
 import enum
@@ -111,16 +113,16 @@ class Scheduler(abc.ABC):
         raise NotImplementedError(f"{self.backend} does not support logs")
 
     def log_files(self, app_id: str, role_name: str, k: int = 0,
-                  streams: Stream | None = None) -> list[Path] | None:
+                  streams: Stream | None = None) -> builtins.list[Path] | None:
         """Local files holding replica k's whole log, when the backend has them (fast path)."""
         return None
 
-    def log_replicas(self, app_id: str, role_name: str) -> list[int]:
+    def log_replicas(self, app_id: str, role_name: str) -> builtins.list[int]:
         """Replica ids of a role that have logs (default: all declared replicas)."""
         resp = self.describe(app_id)
         if resp.app is None:
             return [0]
         return list(range(resp.app.role(role_name).num_replicas))
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook, deliberately not abstract)
         """Release resources (nothing by default)."""

@@ -8,6 +8,9 @@ works from any later shell. See supervisor.py for the process side.
 
 from __future__ import annotations
 
+import builtins
+
+import contextlib
 import os
 import shlex
 import socket
@@ -150,7 +153,7 @@ class LocalScheduler(Scheduler):
         path = store.create_app_dir(app_id, self.environ)
         request["created"] = time.time()
         store.write_json(path / "app.json", request)
-        log = open(path / "supervisor.log", "ab")
+        log = open(path / "supervisor.log", "ab")  # noqa: SIM115 (handed to the child)
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "trainlaunch.schedulers.supervisor", str(path)],
@@ -181,10 +184,8 @@ class LocalScheduler(Scheduler):
         request = store.read_json(path / "app.json")
         status = local_state.derive_status(path, request)
         app = None
-        try:
+        with contextlib.suppress(KeyError, TypeError, ValueError, StoreError):
             app = AppDef.from_dict(request["app"])
-        except (KeyError, TypeError, ValueError, StoreError):
-            pass
         meta = {"app_dir": str(path), "log_dir": str(path / "logs"),
                 "created": request.get("created"), "cwd": request.get("cwd"),
                 "settings": (request.get("app") or {}).get("metadata", {}).get("trainlaunch", {})}
@@ -220,7 +221,7 @@ class LocalScheduler(Scheduler):
         request = store.read_json(path / "app.json")
         local_state.cancel(path, request)
 
-    def log_replicas(self, app_id: str, role_name: str) -> list[int]:
+    def log_replicas(self, app_id: str, role_name: str) -> builtins.list[int]:
         """Replica ids of the role, from the request."""
         request = store.read_json(self._dir(app_id) / "app.json")
         ids = [r["replica_id"] for r in request["replicas"] if r["role"] == role_name]
@@ -230,7 +231,7 @@ class LocalScheduler(Scheduler):
         return ids
 
     def log_files(self, app_id: str, role_name: str, k: int = 0,
-                  streams: Stream | None = None) -> list[Path] | None:
+                  streams: Stream | None = None) -> builtins.list[Path] | None:
         """The replica's stdout/stderr files (stdout first for combined)."""
         path = self._dir(app_id)
         if k not in self.log_replicas(app_id, role_name):
@@ -243,7 +244,7 @@ class LocalScheduler(Scheduler):
                  since: float | None = None, until: float | None = None,
                  should_tail: bool = False, streams: Stream | None = None) -> Iterator[str]:
         """Lines of one replica's log files; with should_tail, follow until the app ends."""
-        files = self.log_files(app_id, role_name, k, streams) or []
+        files: builtins.list[Path] = self.log_files(app_id, role_name, k, streams) or []
         spans = [time_span(f.parent / "timeline.jsonl", f.name.split(".")[0], since, until)
                  for f in files]
         if not should_tail or until is not None:

@@ -7,6 +7,7 @@ own: it checks that the recorded supervisor is still the same live process (pid 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -226,14 +227,10 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _killpg(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -9,6 +9,7 @@ the grace period, then SIGKILL. Signals are handled synchronously through a wake
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -136,8 +137,8 @@ class Supervisor:
         env.setdefault("TORCHELASTIC_ERROR_FILE", str(rep.log_dir / "error.json"))
         env.setdefault(settings.REPLICA_LOG_DIR, str(rep.log_dir))
         _remove(rep.log_dir / "error.json")  # a stale reply file must not explain a new failure
-        out = open(rep.log_dir / "stdout.log", "ab")
-        err = open(rep.log_dir / "stderr.log", "ab")
+        out = open(rep.log_dir / "stdout.log", "ab")  # noqa: SIM115 (closed below)
+        err = open(rep.log_dir / "stderr.log", "ab")  # noqa: SIM115
         os.chmod(out.name, 0o600)
         os.chmod(err.name, 0o600)
         rep.stderr_offset = err.tell()
@@ -192,10 +193,8 @@ class Supervisor:
 
     def wait_signals(self, timeout: float | None) -> set[int]:
         """Block until a signal arrives (or timeout); return the signal numbers seen."""
-        try:
+        with contextlib.suppress(InterruptedError):
             select.select([self._wake_r], [], [], timeout)
-        except InterruptedError:
-            pass
         seen: set[int] = set()
         while True:
             try:
@@ -361,17 +360,13 @@ def _signal_name(sig: int) -> str:
 
 
 def _killpg(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _remove(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    except FileNotFoundError:
-        pass
 
 
 def main(argv: list[str]) -> int:
