@@ -19,13 +19,16 @@ import json.encoder
 import math
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 HEADER_FIELDS = ("step", "epoch", "timestamp")
 NUMERIC = frozenset({int, float})  # exact types whose repr() is already valid JSON
 
-_quote: Any = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring  # C if built
+# The C string escaper when the _json extension is built (it always is in CPython).
+_quote: Callable[[str], str] = (
+    getattr(json.encoder, "c_encode_basestring", None) or json.encoder.py_encode_basestring
+)
 _NONFINITE = {math.inf: '"Infinity"', -math.inf: '"-Infinity"'}
 _ts_cache: tuple[int, str] = (-1, "")
 
@@ -45,7 +48,7 @@ def utc_timestamp() -> str:
 class Schema:
     """The compiled line template for one ordered tuple of metric names."""
 
-    __slots__ = ("names", "keys", "template")
+    __slots__ = ("names", "keys", "rank", "template")
 
     def __init__(self, names: tuple[str, ...], rank: int | None) -> None:
         reserved = HEADER_FIELDS if rank is None else (*HEADER_FIELDS, "rank")
@@ -59,14 +62,25 @@ class Schema:
                 )
         self.names = names
         self.keys = [_quote(name) for name in names]
+        self.rank = rank
         rank_part = "" if rank is None else f',"rank":{rank:d}'
         # '%' inside a metric name must not be read as a conversion by the % operator.
         body = "".join(f",{key.replace('%', '%%')}:%r" for key in self.keys)
-        self.template = '{"step":%r,"epoch":%r,"timestamp":%s' + rank_part + body + "}\n"
+        # For (step, epoch, timestamp, *values, schema id): exact ints, a timestamp that needs no
+        # escaping and finite floats, as the renderer checks; %.0s prints the id as nothing.
+        self.template = '{"step":%r,"epoch":%r,"timestamp":"%s"' + rank_part + body + "}\n%.0s"
+
+    def line(self, header: tuple[Any, Any, Any], values: Sequence[Any]) -> str:
+        """One record through the general path (any value :func:`encode_value` accepts)."""
+        body = "".join(
+            f",{key}:{encode_value(name, value)}"
+            for key, name, value in zip(self.keys, self.names, values, strict=True)
+        )
+        return f"{opening(*header, self.rank)}{body}}}\n"
 
 
-def header(step: Any, epoch: Any, timestamp: Any, rank: int | None) -> str:
-    """The opening of a record line written by the general path."""
+def opening(step: Any, epoch: Any, timestamp: Any, rank: int | None) -> str:
+    """The header fields of a record line, without the closing brace."""
     rank_part = "" if rank is None else f',"rank":{rank:d}'
     return (
         f'{{"step":{encode_value("step", step)},"epoch":{encode_value("epoch", epoch)},'
@@ -86,7 +100,10 @@ def encode_value(name: str, value: Any) -> str:
     if value is None or kind is bool:
         return "null" if value is None else ("true" if value else "false")
     if kind is int:
-        return int.__repr__(value)
+        try:
+            return int.__repr__(value)
+        except ValueError:  # more digits than sys.get_int_max_str_digits() allows
+            raise ValueError(f"metric {name!r}: integer too large to write") from None
     return _encode_other(name, value)
 
 
@@ -133,30 +150,47 @@ def check_tensor(name: str, tensor: Any) -> None:
         )
 
 
-def tensors_to_python(tensors: Sequence[Any]) -> list[Any]:
-    """Python values of ``tensors`` (scalar for 0-d, nested lists otherwise), in order.
+_MISSING = object()
+TENSOR = "tensor"  # converter marker: the value is a tensor and needs the device check
+_converters: dict[type, Any] = {}
 
-    One host copy per (device, dtype) group: equal shapes are stacked, mixed shapes are
-    flattened and concatenated, then split again on the CPU, where splitting costs no sync.
-    Dtypes are never mixed, so an int tensor never comes back as a float.
+
+def normalize(names: tuple[str, ...], values: list[Any]) -> dict[int, Any]:
+    """Turn numpy scalars and CPU tensors in ``values`` into Python values, in place.
+
+    Returns ``{index: tensor}`` for tensors on another device (left in place), which the caller
+    copies and converts later in one batch: converting them here would sync per value.
     """
-    if not tensors:
-        return []
-    torch = sys.modules["torch"]
-    groups: dict[tuple[Any, Any], list[int]] = {}
-    for index, tensor in enumerate(tensors):
-        groups.setdefault((tensor.device, tensor.dtype), []).append(index)
-    out: list[Any] = [None] * len(tensors)
-    with torch.no_grad():
-        for indices in groups.values():
-            members = [tensors[i] for i in indices]
-            shape = members[0].shape
-            if all(t.shape == shape for t in members):
-                values = torch.stack(members).cpu().tolist()
+    on_device: dict[int, Any] = {}
+    for i, value in enumerate(values):
+        kind = type(value)
+        if kind is float or kind is int:
+            continue
+        convert = _converters.get(kind, _MISSING)
+        if convert is _MISSING:
+            convert = _converters[kind] = _find_converter(kind)
+        if convert is None:
+            continue  # encode_value decides (str, None, lists, ... or a TypeError)
+        if convert is TENSOR:
+            if value.is_cpu:
+                try:
+                    values[i] = value.tolist()  # no sync on the CPU; works with requires_grad
+                except (RuntimeError, TypeError) as error:
+                    message = f"metric {names[i]!r}: tensor is not convertible: {error}"
+                    raise TypeError(message) from error
             else:
-                flat = torch.cat([t.reshape(-1) for t in members]).cpu()
-                parts = torch.split(flat, [t.numel() for t in members])
-                values = [part.reshape(t.shape).tolist() for part, t in zip(parts, members)]
-            for i, value in zip(indices, values):
-                out[i] = value
-    return out
+                on_device[i] = value  # checked per stacked block by the caller
+        else:
+            values[i] = convert(value)
+    return on_device
+
+
+def _find_converter(kind: type) -> Any:
+    np = sys.modules.get("numpy")
+    if np is not None and issubclass(kind, np.generic):
+        # float() and int() are ~20x cheaper than numpy's .item() on a numpy scalar.
+        return {"f": float, "i": int, "u": int, "b": bool}.get(np.dtype(kind).kind)
+    torch = sys.modules.get("torch")
+    if torch is not None and issubclass(kind, torch.Tensor):
+        return TENSOR
+    return None

@@ -15,55 +15,14 @@ most the records still buffered, and cannot tear a line that was already written
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import os
 import signal
 import threading
 from types import FrameType
 from typing import Any
 
-from trainlaunch.rank import _encode
-
-# Buffer entries are (Schema, row) for fast-path records, a str for a rendered line, or a
-# Deferred holding device tensors that are converted in one batch when the buffer drains.
-Entry = Any
-
-
-class Deferred:
-    """A record line with holes where device tensors go, filled in when the buffer drains."""
-
-    __slots__ = ("parts", "slots")
-
-    def __init__(self, parts: list[str], slots: list[tuple[int, str, Any]]) -> None:
-        self.parts = parts
-        self.slots = slots  # (index into parts, metric name, detached tensor copy)
-
-
-def render(entries: list[Entry]) -> str:
-    """The text of ``entries``: one JSON line each, in order."""
-    deferred = [e for e in entries if type(e) is Deferred]
-    if deferred:
-        holes = [(d, index, name, tensor) for d in deferred for index, name, tensor in d.slots]
-        values = _encode.tensors_to_python([hole[3] for hole in holes])
-        for (d, index, name, _), value in zip(holes, values):
-            d.parts[index] = _encode.encode_value(name, value)
-    out: list[str] = []
-    i, count = 0, len(entries)
-    while i < count:
-        entry = entries[i]
-        kind = type(entry)
-        if kind is tuple:
-            # A run of fast-path records with one schema is formatted by one % operation.
-            schema, j = entry[0], i + 1
-            while j < count and type(entries[j]) is tuple and entries[j][0] is schema:
-                j += 1
-            rows = itertools.chain.from_iterable([e[1] for e in entries[i:j]])
-            out.append((schema.template * (j - i)) % tuple(rows))
-            i = j
-            continue
-        out.append(entry if kind is str else "".join(entry.parts))
-        i += 1
-    return "".join(out)
+from trainlaunch.rank import _encode, _render
 
 
 class Sink:
@@ -80,7 +39,8 @@ class Sink:
         self.path = path
         self.fsync_each_write = fsync_each_write
         self.lock = threading.RLock()  # re-entrant only so the SIGTERM handler can test ownership
-        self.entries: list[Entry] = []
+        self.entries: list[_render.Entry] = []
+        self.schemas: list[_encode.Schema] = []  # fast-path entries end with an index into this
         self.closed = False
         self.pid = os.getpid()
         _live.add(self)
@@ -92,28 +52,39 @@ class Sink:
         self.entries.clear()  # cleared before writing: a failing write must not repeat lines
         if self.pid != os.getpid():
             return  # a forked child must not write its copy of the parent's buffer
+        error = None
         if batch:
-            self._write(render(batch).encode("utf-8"))
+            text, error = _render.render(batch, self.schemas)
+            # backslashreplace turns a lone surrogate into a \\udXXX escape: valid JSON in a string.
+            self._write(text.encode("utf-8", "backslashreplace"))
         if fsync or (batch and self.fsync_each_write):
             self._fsync()
+        if error is not None:
+            raise error  # once, after the other records are safe
 
     def flush(self, fsync: bool = True) -> None:
         """Drain the buffer and, by default, fsync the file."""
-        with self.lock:
-            if not self.closed:
-                self.drain_locked(fsync=fsync)
+        try:
+            with self.lock:
+                if not self.closed:
+                    self.drain_locked(fsync=fsync)
+        finally:
+            run_pending()
 
     def close(self) -> None:
         """Drain, then close the file; a second call does nothing."""
-        with self.lock:
-            if self.closed:
-                return
-            self.closed = True
-            _live.discard(self)
-            try:
-                self.drain_locked(fsync=self.fsync_each_write)
-            finally:
-                os.close(self.fd)
+        try:
+            with self.lock:
+                if self.closed:
+                    return
+                self.closed = True
+                _live.discard(self)
+                try:
+                    self.drain_locked(fsync=self.fsync_each_write)
+                finally:
+                    os.close(self.fd)
+        finally:
+            run_pending()  # also when a garbage-collected logger is closed by its finalizer
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -166,6 +137,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 def run_pending() -> None:
     """Complete a SIGTERM that was deferred while the main thread held a sink's lock."""
     global _pending
+    if _pending is None:
+        return
     pending, _pending = _pending, None
     if pending is not None:
         _finish(*pending)
@@ -174,10 +147,10 @@ def run_pending() -> None:
 def flush_all(fsync: bool) -> None:
     """Drain every live sink of this process."""
     for sink in list(_live):
-        try:
+        # Runs in a signal handler or at exit: never raise, and one failing file must not
+        # stop the others from being saved.
+        with contextlib.suppress(Exception):
             sink.flush(fsync=fsync)
-        except OSError:
-            pass  # one unwritable file must not stop the others from being saved
 
 
 def _finish(signum: int, frame: FrameType | None) -> None:

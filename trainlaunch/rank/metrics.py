@@ -2,9 +2,10 @@
 
 Each line is one strict-JSON object: ``{"step", "epoch", "timestamp"[, "rank"], <metrics>}``.
 
-* A record is encoded (or, for values on an accelerator, checked and copied) when it is logged,
-  so a bad value raises ``TypeError`` at that call, naming the metric, and nothing is buffered;
-  the logger keeps working. Later changes to the caller's sample or values are not seen.
+* A record is checked and copied when it is logged (numpy values and CPU tensors converted,
+  accelerator values copied on the device), so a bad value raises ``TypeError`` at that call,
+  naming the metric, and nothing is buffered; the logger keeps working. Later changes to the
+  caller's sample or values are not seen. Plain numbers are formatted when the buffer drains.
 * Non-finite floats become ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (see ``_encode``).
 * A metric named like a header field raises ``ValueError`` instead of overwriting it.
 * Records are buffered (``buffer_size``) and written whole lines per ``os.write``; the buffer
@@ -16,13 +17,15 @@ Each line is one strict-JSON object: ``{"step", "epoch", "timestamp"[, "rank"], 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 import os
 import sys
 import weakref
 from types import TracebackType
 from typing import Any
 
-from trainlaunch.rank import _encode, _sink
+from trainlaunch.rank import _encode, _render, _sink
 
 __all__ = [
     "DEFAULT_BUFFER_SIZE",
@@ -35,7 +38,9 @@ __all__ = [
 ]
 
 DEFAULT_BUFFER_SIZE = 100
-_MAX_SCHEMAS = 4096  # metric-name tuples remembered per logger; names that vary per step reset it
+_NUMBERS = _encode.NUMERIC  # exact types a fast-path record's values may have
+_dtype_of = operator.attrgetter("dtype")
+_MAX_SCHEMAS = 4096  # templates per logger; names that vary per record get none
 
 
 @dataclasses.dataclass(slots=True)
@@ -79,14 +84,17 @@ class MetricLogger:
         rank_field: int | None = None,
     ) -> None:
         _check_buffer_size(buffer_size)  # before opening: a bad argument must not leak an fd
-        if rank_field is not None and (isinstance(rank_field, bool) or not isinstance(rank_field, int)):
+        if rank_field is not None and (
+            isinstance(rank_field, bool) or not isinstance(rank_field, int)
+        ):
             raise ValueError(f"rank_field must be an integer or None, got {rank_field!r}")
         self.filepath = os.path.abspath(os.fspath(filepath))
         self.buffer_size = buffer_size
         self.fsync_on_write = bool(flush)  # not `self.flush`: that would shadow flush()
         self.rank_field = rank_field
-        self._schemas: dict[tuple[str, ...], _encode.Schema] = {}
         sink = _sink.Sink(self.filepath, append=append, fsync_each_write=self.fsync_on_write)
+        self._schemas = sink.schemas  # shared with the drain, which formats by schema id
+        self._schema_ids: dict[tuple[str, ...], int] = {}
         self._sink = sink
         self._entries = sink.entries
         self._lock = sink.lock
@@ -99,32 +107,49 @@ class MetricLogger:
 
     def log(self, record: MetricsSample) -> None:
         """Buffer one record; a full buffer is written out. Raises if a value cannot be encoded."""
-        entry = self._encode(record)  # outside the lock: encoding touches only this record
-        with self._lock:
-            if self._sink.closed:
-                raise ValueError(f"log() on a closed MetricLogger ({self.filepath})")
-            entries = self._entries
-            entries.append(entry)
-            if len(entries) >= self.buffer_size:
-                self._sink.drain_locked()
-        if _sink._pending is not None:
-            _sink.run_pending()
+        # The fast path is inlined: per-record work is most of the cost of logging. A record of
+        # exact ints and floats becomes one flat tuple (step, epoch, timestamp, *values, schema
+        # id) that the drain checks and formats together with the rest of the buffer (see
+        # _render). Such a tuple holds no container, so the garbage collector untracks it at
+        # its first pass instead of promoting every buffered record to an older generation
+        # (which measurably slowed logging). Everything else goes through _encode_record.
+        entry: _render.Entry = None
+        if type(record) is MetricsSample:
+            metrics = record.metrics
+            step, epoch, stamp = record.step, record.epoch, record.timestamp
+            if (
+                type(step) is int
+                and type(epoch) is int
+                and type(stamp) is str
+                and _NUMBERS.issuperset(map(type, metrics.values()))
+            ):
+                names = tuple(metrics)
+                schema_id = self._schema_ids.get(names)
+                if schema_id is None:
+                    schema_id = self._schema_id(names)
+                if schema_id >= 0:
+                    entry = (step, epoch, stamp, *metrics.values(), schema_id)
+        if entry is None:
+            entry = self._encode_record(record)  # outside the lock: it touches only this record
+        try:
+            with self._lock:
+                if self._sink.closed:
+                    raise ValueError(f"log() on a closed MetricLogger ({self.filepath})")
+                entries = self._entries
+                entries.append(entry)
+                if len(entries) >= self.buffer_size:
+                    self._sink.drain_locked()
+        finally:
+            if _sink._pending is not None:  # a SIGTERM arrived while we held the lock
+                _sink.run_pending()
 
     def flush(self) -> None:
         """Write buffered records and fsync, whatever the ``flush`` constructor flag says."""
-        try:
-            self._sink.flush(fsync=True)
-        finally:
-            if _sink._pending is not None:
-                _sink.run_pending()
+        self._sink.flush(fsync=True)
 
     def close(self) -> None:
         """Write buffered records and close the file; closing twice is harmless."""
-        try:
-            self._finalizer()  # runs Sink.close once and forgets it
-        finally:
-            if _sink._pending is not None:
-                _sink.run_pending()
+        self._finalizer()  # runs Sink.close once and forgets it
 
     def __enter__(self) -> MetricLogger:
         return self
@@ -139,76 +164,77 @@ class MetricLogger:
 
     # --- encoding ------------------------------------------------------------------------------
     def _schema(self, names: tuple[str, ...]) -> _encode.Schema:
-        schema = self._schemas.get(names)
-        if schema is None:
-            schema = _encode.Schema(names, self.rank_field)  # validates the names
-            if len(self._schemas) >= _MAX_SCHEMAS:
-                self._schemas.clear()
-            self._schemas[names] = schema
-        return schema
+        schema_id = self._schema_ids.get(names)
+        if schema_id is None:
+            schema_id = self._schema_id(names)
+        return (
+            self._schemas[schema_id] if schema_id >= 0 else _encode.Schema(names, self.rank_field)
+        )
 
-    def _encode(self, record: MetricsSample) -> _sink.Entry:
+    def _schema_id(self, names: tuple[str, ...]) -> int:
+        schema = _encode.Schema(names, self.rank_field)  # validates the names; may raise
+        if len(self._schemas) >= _MAX_SCHEMAS:
+            return -1  # names that vary per record: not worth a template each
+        with self._lock:  # ids index a list that the drain reads
+            schema_id = self._schema_ids.setdefault(names, len(self._schemas))
+            if schema_id == len(self._schemas):
+                self._schemas.append(schema)
+        return schema_id
+
+    def _encode_record(self, record: MetricsSample) -> _render.Entry:
         if not isinstance(record, MetricsSample):
             raise TypeError(f"log() takes a MetricsSample, got {type(record).__name__}")
-        metrics = record.metrics
-        values = tuple(metrics.values())
-        step, epoch = record.step, record.epoch
-        # Fast path: exact ints and finite floats, whose repr() is JSON; the drain formats a
-        # run of such records with one % operation.
-        if type(step) is int and type(epoch) is int and _finite_numbers(values):
-            schema = self._schemas.get(tuple(metrics)) or self._schema(tuple(metrics))
-            return schema, (step, epoch, _stamp_json(record.timestamp), *values)
-        return self._encode_general(record, list(values))
+        return self._encode_general(record, list(record.metrics.values()))
 
-    def _encode_general(self, record: MetricsSample, values: list[Any]) -> _sink.Entry:
-        metrics = record.metrics
-        schema = self._schema(tuple(metrics))
-        torch = sys.modules.get("torch")
-        np = sys.modules.get("numpy")
-        on_device: dict[int, Any] = {}
-        for i, value in enumerate(values):
-            kind = type(value)
-            if kind is float or kind is int:
-                continue
-            if torch is not None and isinstance(value, torch.Tensor):
-                _encode.check_tensor(schema.names[i], value)
-                if value.is_cpu:
-                    values[i] = value.detach().tolist()  # no device sync on the CPU
-                else:
-                    # Copy, so in-place updates before the drain do not change what is written;
-                    # the copy is queued on the device and costs no sync.
-                    on_device[i] = value.detach().clone()
-            elif np is not None and isinstance(value, np.generic) and value.dtype.kind in "biuf":
-                values[i] = value.item()
-        step, epoch = record.step, record.epoch
-        if not on_device and type(step) is int and type(epoch) is int and _finite_numbers(values):
-            return schema, (step, epoch, _stamp_json(record.timestamp), *values)
-        parts = [_encode.header(record.step, record.epoch, record.timestamp, self.rank_field)]
-        holes: list[tuple[int, str, Any]] = []
-        for i, (key, name) in enumerate(zip(schema.keys, schema.names)):
-            parts.append(f",{key}:")
+    def _encode_general(self, record: MetricsSample, values: list[Any]) -> _render.Entry:
+        schema = self._schema(tuple(record.metrics))
+        header = (record.step, record.epoch, record.timestamp)
+        on_device = _encode.normalize(schema.names, values)
+        if not on_device:
+            schema_id = self._schema_ids.get(schema.names, -1)
+            if (
+                schema_id >= 0
+                and tuple(map(type, header)) == (int, int, str)
+                and _NUMBERS.issuperset(map(type, values))
+            ):
+                return (*header, *values, schema_id)  # numpy and CPU tensors, now plain numbers
+            return schema.line(header, values)  # raises TypeError naming a bad metric
+        parts = [_encode.opening(*header, self.rank_field)]
+        holes: list[tuple[int, str]] = []
+        for key, name, value, i in zip(schema.keys, schema.names, values, itertools.count()):
             if i in on_device:
-                holes.append((len(parts), name, on_device[i]))
-                parts.append("")
+                holes.append((len(parts) + 1, name))
+                parts += (f",{key}:", "")
             else:
-                parts.append(_encode.encode_value(name, values[i]))
+                parts.append(f",{key}:{_encode.encode_value(name, value)}")
         parts.append("}\n")
-        return _sink.Deferred(parts, holes) if holes else "".join(parts)
+        return _render.Deferred(parts, holes, _snapshot(schema.names, on_device))
 
 
-def _finite_numbers(values: tuple[Any, ...] | list[Any]) -> bool:
-    """Whether every value is an exact int or a finite float (so its repr() is JSON)."""
-    if not set(map(type, values)) <= _encode.NUMERIC:
-        return False
-    try:
-        total = sum(values)
-    except OverflowError:  # an int too large for a float: let the general path cope
-        return False
-    return bool(total - total == 0)  # NaN or +-Inf anywhere makes this NaN (overflow: a miss)
+def _snapshot(names: tuple[str, ...], on_device: dict[int, Any]) -> list[tuple[Any, list[int]]]:
+    """Copies of a record's device values: one stacked copy per (device, dtype, shape).
 
-
-def _stamp_json(stamp: Any) -> str:
-    return _encode._quote(stamp) if type(stamp) is str else _encode.encode_value("timestamp", stamp)
+    A copy keeps in-place updates made after log() out of the record; it is queued on the
+    device, so it costs a kernel launch per group (usually one per record), never a sync.
+    """
+    torch = sys.modules["torch"]
+    indices, tensors = list(on_device), list(on_device.values())
+    if len(set(map(_dtype_of, tensors))) == 1:  # the usual record: one stack, no grouping
+        try:
+            block = torch.stack(tensors).detach()
+        except RuntimeError:
+            pass  # shapes or devices differ: group them below
+        else:
+            _encode.check_tensor(names[indices[0]], block)
+            return [(block, list(range(len(tensors))))]
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for hole, tensor in enumerate(tensors):
+        groups.setdefault((tensor.device, tensor.dtype, tensor.shape), []).append(hole)
+    blocks = []
+    for holes in groups.values():
+        _encode.check_tensor(names[indices[holes[0]]], tensors[holes[0]])
+        blocks.append((torch.stack([tensors[h] for h in holes]).detach(), holes))
+    return blocks
 
 
 class MetricLoggerDist(MetricLogger):
@@ -263,17 +289,22 @@ class NullMetricLogger:
     """The logger of a rank that does not export: same interface, writes nothing."""
 
     enabled = False
-    closed = False
     filepath: str | None = None
 
+    def __init__(self) -> None:
+        self.closed = False
+
     def log(self, record: MetricsSample) -> None:
-        """Discard the record."""
+        """Discard the record (after close(), raise like a real logger: the bug is the same)."""
+        if self.closed:
+            raise ValueError("log() on a closed MetricLogger (this rank does not export)")
 
     def flush(self) -> None:
         """Do nothing."""
 
     def close(self) -> None:
-        """Do nothing."""
+        """Mark the logger closed."""
+        self.closed = True
 
     def __enter__(self) -> NullMetricLogger:
         return self
@@ -320,8 +351,8 @@ def stack_and_move_tensor_metrics_to_cpu(
         for name, value in sample.metrics.items()
         if isinstance(value, torch.Tensor)
     ]
-    values = _encode.tensors_to_python([metric_vector[i].metrics[name] for i, name in where])
+    values = _render.tensors_to_python([metric_vector[i].metrics[name] for i, name in where])
     out = [dataclasses.replace(s, metrics=dict(s.metrics)) for s in metric_vector]
-    for (i, name), value in zip(where, values):
+    for (i, name), value in zip(where, values, strict=True):
         out[i].metrics[name] = value
     return out

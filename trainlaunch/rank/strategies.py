@@ -7,8 +7,8 @@ only kind of custom name :class:`RankSettings` accepts from ``TRAINLAUNCH_EXPORT
 
 ``sampled`` selects an exact, reproducible set of ranks:
 
-* every rank gets a key ``blake2b(rank, key=seed)`` (a stable digest: same on every process,
-  machine and Python version, unlike the salted built-in ``hash()``);
+* every rank gets a key, block ``rank`` of ``SHAKE-256(seed)`` (a stable digest: the same on
+  every process, machine and Python version, unlike the salted built-in ``hash()``);
 * ranks are ordered by key (rank breaks ties) and the first ``k`` export, where
   ``k = floor(rate * world_size + 0.5)``, at least 1 when ``rate > 0``, 0 when ``rate == 0``.
 
@@ -76,6 +76,15 @@ def _single_rank(settings: RankSettings, rank: int, world_size: int) -> bool:
     return rank == target
 
 
+@functools.lru_cache(maxsize=16)
+def _rank_order(world_size: int, seed: int) -> tuple[int, ...]:
+    # One extendable-output hash gives every rank its key (block r of the stream), so ordering
+    # W ranks costs one hash call, and rank r's key does not depend on the world size.
+    stream = hashlib.shake_256(b"trainlaunch.sampled:" + seed.to_bytes(8, "big"))
+    blocks = stream.digest(8 * world_size)
+    return tuple(sorted(range(world_size), key=lambda r: (blocks[8 * r : 8 * r + 8], r)))
+
+
 @functools.lru_cache(maxsize=64)
 def sampled_ranks(rate: float, world_size: int, seed: int = DEFAULT_SEED) -> frozenset[int]:
     """The ranks the ``sampled`` strategy selects (see the module docstring for the rule)."""
@@ -90,13 +99,7 @@ def sampled_ranks(rate: float, world_size: int, seed: int = DEFAULT_SEED) -> fro
     count = max(1, min(world_size, int(rate * world_size + 0.5)))
     if count == world_size:
         return frozenset(range(world_size))
-    key = seed.to_bytes(8, "big")  # settings bounds the seed to [0, 2**64)
-
-    def order(rank: int) -> tuple[bytes, int]:
-        digest = hashlib.blake2b(rank.to_bytes(8, "big"), digest_size=8, key=key).digest()
-        return digest, rank
-
-    return frozenset(sorted(range(world_size), key=order)[:count])
+    return frozenset(_rank_order(world_size, seed)[:count])
 
 
 def _sampled(settings: RankSettings, rank: int, world_size: int) -> bool:

@@ -1,0 +1,232 @@
+"""Read the JSON Lines metrics that ``trainlaunch.rank`` writes, for ``trainlaunch metrics``.
+
+Pure functions, no torch, no numpy: find the files, parse them (tolerating a truncated last line
+and counting lines that do not parse), then derive per-rank latest values, a step -> value series
+of one metric per rank, and a plain-ASCII chart of such series.
+
+A record's rank is its ``"rank"`` field, else the ``rank<N>`` in its file name, else the file
+name itself. The writer spells non-finite floats ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
+they are read back as floats. When a step appears twice for a rank (a restarted job appends to
+the same file), the later record wins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from trainlaunch.errors import UsageError
+
+__all__ = [
+    "MetricsData",
+    "RankKey",
+    "find_metric_files",
+    "latest_values",
+    "metric_names",
+    "metric_series",
+    "parse_lines",
+    "read_metrics",
+    "render_chart",
+    "sparkline",
+]
+
+RankKey = int | str  # an int rank, or the file name when the rank is unknown
+HEADER_FIELDS = ("step", "epoch", "timestamp", "rank")
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
+_MARKS = "*o+x#@%&"
+_SPARK = " .:-=+*#%@"
+
+
+@dataclasses.dataclass
+class MetricsData:
+    """Records per rank, in file order, and how many lines could not be used."""
+
+    records: dict[RankKey, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    files: list[str] = dataclasses.field(default_factory=list)
+    skipped_lines: int = 0  # complete lines that are not a JSON object
+    truncated_lines: int = 0  # a last line cut short (no newline) that does not parse
+
+
+def _natural_key(path: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
+def find_metric_files(target: str) -> list[str]:
+    """The ``.jsonl`` files of a directory, the matches of a glob, or the file itself."""
+    if any(char in target for char in "*?["):
+        paths = [p for p in glob.glob(os.path.expanduser(target)) if os.path.isfile(p)]
+    elif os.path.isdir(target):
+        paths = glob.glob(os.path.join(target, "*.jsonl"))
+    elif os.path.isfile(target):
+        paths = [target]
+    else:
+        paths = []
+    if not paths:
+        raise UsageError(
+            f"no metrics files found at {target!r}",
+            hint="pass the metrics directory (TRAINLAUNCH_METRICS_PATH), a .jsonl file or a glob",
+        )
+    return sorted(paths, key=_natural_key)  # rank2 before rank10
+
+
+def _revive(value: Any) -> Any:
+    if isinstance(value, str):
+        return _NONFINITE.get(value, value)
+    if isinstance(value, list):
+        return [_revive(item) for item in value]
+    return value
+
+
+def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], int, int]:
+    """JSON objects from ``lines``: (records, skipped lines, truncated last lines)."""
+    records: list[dict[str, Any]] = []
+    skipped = truncated = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            # Only the last line can lack its newline: that is a write cut short by a crash.
+            if line.endswith("\n"):
+                skipped += 1
+            else:
+                truncated += 1
+            continue
+        records.append({key: _revive(value) for key, value in record.items()})
+    return records, skipped, truncated
+
+
+def _rank_of(record: Mapping[str, Any], path: str) -> RankKey:
+    rank = record.get("rank")
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        return rank
+    match = _RANK_IN_NAME.search(os.path.basename(path))
+    return int(match.group(1)) if match else os.path.basename(path)
+
+
+def read_metrics(target: str) -> MetricsData:
+    """Read every metrics file at ``target`` (see :func:`find_metric_files`)."""
+    data = MetricsData(files=find_metric_files(target))
+    for path in data.files:
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            records, skipped, truncated = parse_lines(stream)
+        data.skipped_lines += skipped
+        data.truncated_lines += truncated
+        for record in records:
+            data.records.setdefault(_rank_of(record, path), []).append(record)
+    return data
+
+
+def _sorted_keys(keys: Iterable[RankKey]) -> list[RankKey]:
+    return sorted(keys, key=lambda k: (isinstance(k, str), k if isinstance(k, int) else 0, str(k)))
+
+
+def metric_names(data: MetricsData) -> list[str]:
+    """Every metric name seen, sorted (header fields excluded)."""
+    names = {key for rows in data.records.values() for row in rows for key in row}
+    return sorted(names - set(HEADER_FIELDS))
+
+
+def latest_values(data: MetricsData) -> dict[RankKey, dict[str, Any]]:
+    """Per rank, the last value of every metric, plus ``step`` of that rank's last record."""
+    out: dict[RankKey, dict[str, Any]] = {}
+    for rank in _sorted_keys(data.records):
+        latest: dict[str, Any] = {}
+        for row in data.records[rank]:
+            latest.update({k: v for k, v in row.items() if k not in ("timestamp", "rank")})
+        out[rank] = latest
+    return out
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def metric_series(data: MetricsData, metric: str) -> dict[RankKey, list[tuple[int, float]]]:
+    """Per rank, ``(step, value)`` of ``metric`` sorted by step; non-numeric values are left out."""
+    out: dict[RankKey, list[tuple[int, float]]] = {}
+    for rank in _sorted_keys(data.records):
+        by_step: dict[int, float] = {}
+        for row in data.records[rank]:
+            value, step = _as_number(row.get(metric)), row.get("step")
+            if value is not None and isinstance(step, int) and not isinstance(step, bool):
+                by_step[step] = value  # a restarted run re-logs steps: the later one wins
+        if by_step:
+            out[rank] = sorted(by_step.items())
+    return out
+
+
+def sparkline(values: Sequence[float], width: int | None = None) -> str:
+    """A one-line ASCII sparkline; ``width`` buckets are averaged; non-finite values are ``!``."""
+    if not values:
+        return ""
+    width = len(values) if width is None else max(1, width)
+    buckets: list[list[float]] = [[] for _ in range(min(width, len(values)))]
+    for index, value in enumerate(values):
+        buckets[index * len(buckets) // len(values)].append(value)
+    means = [
+        math.fsum(b) / len(b) if all(math.isfinite(v) for v in b) else math.nan for b in buckets
+    ]
+    finite = [m for m in means if math.isfinite(m)]
+    low, high = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    span = high - low or 1.0
+    top = len(_SPARK) - 1
+    return "".join(
+        _SPARK[round((m - low) / span * top)] if math.isfinite(m) else "!" for m in means
+    )
+
+
+def _label(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def render_chart(
+    series: Mapping[RankKey, Sequence[tuple[int, float]]],
+    width: int = 60,
+    height: int = 12,
+    title: str = "",
+) -> str:
+    """A plain-ASCII line chart of step -> value, one marker per rank, with a legend."""
+    width, height = max(width, 8), max(height, 3)
+    points = [(x, y) for pts in series.values() for x, y in pts if math.isfinite(y)]
+    if not points:
+        return f"{title}\n(no finite data)" if title else "(no finite data)"
+    x_low, x_high = min(p[0] for p in points), max(p[0] for p in points)
+    y_low, y_high = min(p[1] for p in points), max(p[1] for p in points)
+    if y_low == y_high:  # a flat line still needs a span to be drawn in the middle
+        y_low, y_high = y_low - 1.0, y_high + 1.0
+    grid = [[" "] * width for _ in range(height)]
+    legend = []
+    for index, rank in enumerate(_sorted_keys(series)):
+        mark = _MARKS[index % len(_MARKS)]
+        legend.append(f"{mark} rank {rank}")
+        for x, y in series[rank]:
+            if not math.isfinite(y):
+                continue
+            col = 0 if x_high == x_low else round((x - x_low) / (x_high - x_low) * (width - 1))
+            line = round((y_high - y) / (y_high - y_low) * (height - 1))
+            grid[line][col] = mark
+    pad = max(len(_label(y_high)), len(_label(y_low)))
+    lines = [title] if title else []
+    for row_index, row in enumerate(grid):
+        label = (
+            _label(y_high) if row_index == 0 else _label(y_low) if row_index == height - 1 else ""
+        )
+        lines.append(f"{label:>{pad}} |{''.join(row)}".rstrip())
+    lines.append(" " * pad + " +" + "-" * width)
+    left, right = f"step {x_low}", str(x_high)
+    lines.append(" " * (pad + 2) + left + right.rjust(max(width - len(left), len(right) + 1)))
+    lines.append("  ".join(legend))
+    return "\n".join(lines)
