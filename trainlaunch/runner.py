@@ -10,7 +10,6 @@ Usage::
 from __future__ import annotations
 
 import builtins
-
 import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence

@@ -8,9 +8,8 @@ failures raise :class:`~trainlaunch.errors.SchedulerError` with the command's ow
 
 from __future__ import annotations
 
-import builtins
-
 import abc
+import builtins
 import dataclasses
 import enum
 from collections.abc import Iterator, Mapping

@@ -9,7 +9,6 @@ works from any later shell. See supervisor.py for the process side.
 from __future__ import annotations
 
 import builtins
-
 import contextlib
 import os
 import shlex
