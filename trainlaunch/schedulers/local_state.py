@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trainlaunch import store
+from trainlaunch import settings, store
 from trainlaunch.errors import StoreError
 from trainlaunch.specs import AppState, AppStatus, ReplicaStatus, RoleStatus
 
@@ -85,6 +85,29 @@ def live_replica_pids(state: Mapping[str, Any] | None, boot: str | None) -> list
     return out
 
 
+def processes_of_app(app_id: str) -> list[int]:
+    """Live processes whose environment says they belong to app_id (this user's only).
+
+    Every replica (and whatever it starts) inherits TRAINLAUNCH_APP_ID, so this finds the
+    app's processes even when the supervisor died before it could record their pids.
+    """
+    needle = f"{settings.APP_ID}={app_id}".encode()
+    me, uid, found = os.getpid(), os.getuid(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in env and store.start_ticks(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return found
+
+
 def derive_status(path: Path, request: Mapping[str, Any]) -> AppStatus:
     """The app's true status (see module docstring); StoreError if a record is malformed."""
     try:
@@ -112,7 +135,8 @@ def _derive_status(path: Path, request: Mapping[str, Any]) -> AppStatus:
         return _orphaned(request, state, "the supervisor never started (see supervisor.log)",
                          AppState.FAILED)
     rebooted = bool(sup.get("boot_id")) and sup.get("boot_id") != store.boot_id()
-    live = [] if rebooted else live_replica_pids(state, sup.get("boot_id"))
+    live = [] if rebooted else (live_replica_pids(state, sup.get("boot_id"))
+                                or processes_of_app(path.name))
     who = f"supervisor (pid {sup.get('pid')})"
     if rebooted:
         return _orphaned(request, state, f"{who} is gone: the machine rebooted while the app "
@@ -205,6 +229,10 @@ def app_process_groups(path: Path, state: Mapping[str, Any] | None) -> list[int]
 def kill_replicas(path: Path, state: Mapping[str, Any] | None, grace: float) -> None:
     """SIGTERM every process group of the app, wait up to grace, then SIGKILL the rest."""
     groups = app_process_groups(path, state)
+    for pid in processes_of_app(path.name):  # also what the records missed
+        with contextlib.suppress(OSError):
+            groups.append(os.getpgid(pid))
+    groups = sorted(set(groups) - {os.getpgrp()})
     for g in groups:
         _killpg(g, signal.SIGTERM)
     deadline = time.monotonic() + grace
