@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|(^|_)KEY($|_)", re.I)
+# the rule: names like *TOKEN*, *SECRET*, *PASSWORD*, *KEY* (anywhere in the name)
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|KEY", re.I)
 MASK = "********"
 
 

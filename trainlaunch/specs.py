@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-import string
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -227,6 +226,9 @@ class AppDef:
                    metadata=d.get("metadata") or {})
 
 
+_MACRO_RE = re.compile(r"\$\{(img_root|app_id|replica_id|rank0_env)\}")
+
+
 class macros:  # noqa: N801 (TorchX's spelling)
     """Placeholders substituted per replica by every scheduler."""
 
@@ -245,8 +247,11 @@ class macros:  # noqa: N801 (TorchX's spelling)
         rank0_env: str
 
         def substitute(self, text: str) -> str:
-            """Replace the macros in text; unknown ``${...}`` are left alone."""
-            return string.Template(text).safe_substitute(dataclasses.asdict(self))
+            """Replace the four macros in text; everything else (``$$``, ``${x}``) is kept."""
+            if "${" not in text:
+                return text
+            values = dataclasses.asdict(self)
+            return _MACRO_RE.sub(lambda m: values[m.group(1)], text)
 
         def apply(self, role: Role) -> Role:
             """A new Role with macros replaced in args and env values."""

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from trainlaunch import settings
-from trainlaunch.agent import flags
+from trainlaunch.agent import flags, workers
 from trainlaunch.agent.plan import TORCHRUN, choose_engine, node_environ, plan_node
 from trainlaunch.agent.state import AgentRecord, agent_file
 from trainlaunch.errors import UsageError
@@ -37,6 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if engine == TORCHRUN:
             exec_torchrun(args, reason)
         plan = plan_node(args, os.environ)
+        # the agent's own files (agent.json, per-rank logs) are private; ranks keep the umask
+        workers.USER_UMASK = os.umask(0o077)
     except UsageError as e:
         hint = f"\nhint: {e.hint}" if e.hint else ""
         os.write(2, f"trainlaunch.agent: error: {e}{hint}\n".encode())

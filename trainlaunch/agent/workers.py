@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 _PR_SET_PDEATHSIG = 1
 
+USER_UMASK = 0o022  # set by main() to the umask the agent was started with (ranks keep it)
+
 
 def reserve_port(host: str = "127.0.0.1") -> int:
     """A free port, parked in TIME_WAIT so no plain bind (another job's) takes it for ~60 s.
@@ -110,7 +112,7 @@ class Spawner:
         try:
             proc = subprocess.Popen(list(cmd), env=dict(env), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True,
-                                    preexec_fn=self.preexec)
+                                    preexec_fn=self.preexec, umask=USER_UMASK)
         except OSError as e:
             raise WorkerStartError(f"cannot start {cmd[0]!r}: {e.strerror or e}",
                                    127 if isinstance(e, FileNotFoundError) else 126) from None

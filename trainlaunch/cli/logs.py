@@ -106,7 +106,7 @@ def _lines(runner: Any, handle: str, pairs: list[tuple[str, int]], follow: bool,
             yield item
 
 
-def copy_with_prefix(path: Any, prefix: bytes, out: Any, chunk_size: int = 1 << 20) -> None:
+def copy_with_prefix(path: Any, prefix: bytes, out: Any, chunk_size: int = 4 << 20) -> None:
     """Copy a log file to out, prefixing every line, in large chunks (as fast as `cat`)."""
     try:
         f = open(path, "rb")  # noqa: SIM115
@@ -116,13 +116,13 @@ def copy_with_prefix(path: Any, prefix: bytes, out: Any, chunk_size: int = 1 << 
     with f:
         while chunk := f.read(chunk_size):
             if prefix:
-                body = chunk.replace(b"\n", b"\n" + prefix)
                 if at_line_start:
-                    body = prefix + body
+                    out.write(prefix)
+                body = memoryview(chunk.replace(b"\n", b"\n" + prefix))
                 if chunk.endswith(b"\n"):
-                    body = body[: -len(prefix)]
+                    body = body[: -len(prefix)]  # the next line's prefix comes with it
             else:
-                body = chunk
+                body = memoryview(chunk)
             at_line_start = chunk.endswith(b"\n")
             out.write(body)
     if not at_line_start:

@@ -21,10 +21,12 @@ def command(handle: str, timeout: float | None, app_exit_code: bool, as_json: bo
     --app-exit-code), 6 if it was CANCELLED, 7 on --timeout. Ctrl-C stops waiting,
     not the app.
     """
+    from trainlaunch.cli.boundary import raise_on_sigterm
     from trainlaunch.cli.waiting import finish, wait_for
     from trainlaunch.handles import parse_app_handle
     from trainlaunch.runner import get_runner
 
+    raise_on_sigterm()  # SIGTERM/SIGHUP end the wait (exit 130), never the app
     handle = str(parse_app_handle(handle))
     with get_runner() as runner:
         resp = wait_for(runner, handle, timeout, live=output.stderr_is_tty() and not as_json)

@@ -28,7 +28,7 @@ def wait_for(runner: Runner, handle: str, timeout: float | None, live: bool
             raise WaitTimeout(f"{handle} is still {resp.status.state.name} after {timeout:g}s",
                               hint="`trainlaunch wait` again, or `trainlaunch stop` it")
         time.sleep(interval)
-        interval = min(interval * 1.5, 0.5)
+        interval = min(interval * 1.5, 0.1)  # a local status read costs ~1 ms
 
 
 def finish(handle: str, resp: DescribeAppResponse, as_json: bool, app_exit_code: bool) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
-import hashlib
 import importlib
-import importlib.metadata
 import importlib.util
 import keyword
 import os
@@ -24,9 +22,12 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainlaunch.errors import ComponentError
+
+if TYPE_CHECKING:
+    import importlib.metadata
 from trainlaunch.resolver.docstrings import first_line
 
 ENTRY_POINT_GROUP = "trainlaunch.components"
@@ -81,6 +82,8 @@ def _returns_appdef(node: ast.FunctionDef) -> bool:
 
 def entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     """Entry-point name -> entry point; the first distribution on sys.path wins a tie."""
+    import importlib.metadata  # lazily: ~30 ms that builtin lookups never need
+
     out: dict[str, importlib.metadata.EntryPoint] = {}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         out.setdefault(ep.name, ep)
@@ -204,7 +207,9 @@ def load_file(path: Path, what: str) -> ModuleType:
     """Import a .py file as a real module (by its own name when that is unambiguous)."""
     directory = str(path.parent)
     if directory not in sys.path:
-        sys.path.insert(0, directory)  # like `python file.py`: its siblings are importable
+        # appended, not prepended: its siblings are importable, but a sibling named like a
+        # standard module (queue.py, json.py) can never replace what trainlaunch imports later
+        sys.path.append(directory)
         importlib.invalidate_caches()
     stem = path.stem
     if stem.isidentifier() and not keyword.iskeyword(stem):
@@ -219,6 +224,8 @@ def load_file(path: Path, what: str) -> ModuleType:
             if spec is not None and _same_file(spec.origin, path):
                 return _load(stem, what)  # same object a sibling gets with `import stem`
     # The plain name is taken (stdlib, another file): a private name still makes a real module.
+    import hashlib
+
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
     modname = f"_trainlaunch_file_{re.sub(r'[^0-9A-Za-z_]', '_', stem)}_{digest}"
     if modname in sys.modules:

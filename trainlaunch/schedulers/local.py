@@ -152,7 +152,8 @@ class LocalScheduler(Scheduler):
         path = store.create_app_dir(app_id, self.environ)
         request["created"] = time.time()
         store.write_json(path / "app.json", request)
-        log = open(path / "supervisor.log", "ab")  # noqa: SIM115 (handed to the child)
+        log = os.fdopen(os.open(path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                                0o600), "ab")
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "trainlaunch.schedulers.supervisor", str(path)],
@@ -180,7 +181,7 @@ class LocalScheduler(Scheduler):
     def describe(self, app_id: str) -> DescribeAppResponse:
         """Read the records and derive the truthful state."""
         path = self._dir(app_id)
-        request = store.read_json(path / "app.json")
+        request = read_request(path)
         status = local_state.derive_status(path, request)
         app = None
         with contextlib.suppress(KeyError, TypeError, ValueError, StoreError):
@@ -200,12 +201,18 @@ class LocalScheduler(Scheduler):
                 continue
             path = Path(entry.path)
             handle = make_app_handle(BACKEND, self.session_name, entry.name)
+            final = _final_row(path, entry.name, handle)
+            if final is not None:
+                rows.append(final)
+                continue
             try:
-                request = store.read_json(path / "app.json")
+                request = read_request(path)
                 status = local_state.derive_status(path, request)
+                created = request.get("created")
+                if isinstance(created, bool) or not isinstance(created, (int, float)):
+                    created = None
                 rows.append(ListAppResponse(entry.name, status.state, handle,
-                                            request["app"]["name"], request.get("created"),
-                                            status.msg))
+                                            request["app"]["name"], created, status.msg))
             except FileNotFoundError:
                 continue  # being created right now
             except (StoreError, KeyError, TypeError) as e:
@@ -217,12 +224,12 @@ class LocalScheduler(Scheduler):
     def cancel(self, app_id: str) -> None:
         """Stop the app; clean up its processes ourselves if the supervisor is gone."""
         path = self._dir(app_id)
-        request = store.read_json(path / "app.json")
+        request = read_request(path)
         local_state.cancel(path, request)
 
     def log_replicas(self, app_id: str, role_name: str) -> builtins.list[int]:
         """Replica ids of the role, from the request."""
-        request = store.read_json(self._dir(app_id) / "app.json")
+        request = read_request(self._dir(app_id))
         ids = [r["replica_id"] for r in request["replicas"] if r["role"] == role_name]
         if not ids:
             roles = sorted({r["role"] for r in request["replicas"]})
@@ -254,6 +261,40 @@ class LocalScheduler(Scheduler):
             return self.describe(app_id).status.is_terminal
 
         yield from follow_lines(files, regex, finished, [s for s, _ in spans])
+
+
+def _final_row(path: Path, app_id: str, handle: str) -> ListAppResponse | None:
+    """A list row from a final state.json alone (the fast path for ended apps), else None."""
+    try:
+        state = store.read_json(path / "state.json")
+    except (FileNotFoundError, StoreError):
+        return None
+    if not isinstance(state, dict) or state.get("state") not in ("SUCCEEDED", "FAILED",
+                                                                 "CANCELLED"):
+        return None
+    name, created, msg = state.get("name"), state.get("created"), state.get("msg")
+    if not isinstance(name, str) or isinstance(created, bool) or not isinstance(
+            created, (int, float)):
+        return None
+    return ListAppResponse(app_id, AppState[state["state"]], handle, name, created,
+                           msg if isinstance(msg, str) else "")
+
+
+def read_request(path: Path) -> dict[str, Any]:
+    """The app's app.json, checked for the shape every reader relies on (StoreError if not)."""
+    request = store.read_json(path / "app.json")
+    try:
+        ok = (isinstance(request, dict) and isinstance(request["app"], dict)
+              and isinstance(request["app"]["name"], str)
+              and all(isinstance(r, dict) and isinstance(r["role"], str)
+                      and isinstance(r["replica_id"], int) and isinstance(r["log_dir"], str)
+                      and isinstance(r["cmd"], list) and isinstance(r["env"], dict)
+                      for r in request["replicas"]))
+    except (KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise StoreError(f"unreadable record {path / 'app.json'}: not a trainlaunch app request")
+    return request
 
 
 def format_request(request: Mapping[str, Any]) -> str:

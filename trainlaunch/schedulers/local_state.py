@@ -46,17 +46,29 @@ def status_from_record(request: Mapping[str, Any], state: Mapping[str, Any] | No
         roles.setdefault(plan["role"], []).append(ReplicaStatus(
             id=plan["replica_id"], role=plan["role"],
             state=_state(rec) if rec else (AppState.PENDING if state else AppState.SUBMITTED),
-            hostname=rec.get("hostname", ""), exit_code=rec.get("exit_code"),
-            signal=rec.get("signal"), restarts=rec.get("restarts", 0) + agent,
-            message=rec.get("message", ""), pid=rec.get("pid")))
+            hostname=_str(rec.get("hostname")), exit_code=_int(rec.get("exit_code")),
+            signal=_str(rec.get("signal")) or None,
+            restarts=(_int(rec.get("restarts")) or 0) + agent,
+            message=_str(rec.get("message")), pid=_int(rec.get("pid"))))
     app_dir = request.get("app_dir", "")
     return AppStatus(
-        state=app_state, num_restarts=(state or {}).get("num_restarts", 0) + agent_restarts,
-        msg=(state or {}).get("msg", ""),
-        structured_error_msg=(state or {}).get("structured_error_msg", ""),
+        state=app_state,
+        num_restarts=(_int((state or {}).get("num_restarts")) or 0) + agent_restarts,
+        msg=_str((state or {}).get("msg")),
+        structured_error_msg=_str((state or {}).get("structured_error_msg")),
         ui_url=f"file://{app_dir}" if app_dir else None,
         roles=tuple(RoleStatus(name, tuple(reps)) for name, reps in roles.items()),
-        exit_code=(state or {}).get("exit_code"))
+        exit_code=_int((state or {}).get("exit_code")))
+
+
+def _int(value: Any) -> int | None:
+    """An int field of a record (a damaged record's odd value reads as unknown)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str:
+    """A text field of a record ('' when missing or damaged)."""
+    return value if isinstance(value, str) else ""
 
 
 def _agent_restarts(request: Mapping[str, Any], plan: Mapping[str, Any]) -> int:

@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import settings, store
+from trainlaunch.errors import StoreError
 
 STDERR_TAIL_LINES = 20
 TIMELINE_INTERVAL_S = 1.0  # granularity of `logs --since/--until` on the local backend
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+USER_UMASK = 0o022  # replaced in main() by the umask the supervisor was started with
 
 
 class Replica:
@@ -119,6 +121,8 @@ class Supervisor:
         """Write state.json atomically."""
         store.write_json(self.app_dir / "state.json", {
             "version": store.RECORD_VERSION, "state": self.state, "msg": self.msg,
+            # copied from the request so that `list` needs only this record once it is final
+            "name": self.request["app"]["name"], "created": self.request.get("created"),
             "num_restarts": self.num_restarts, "exit_code": self.exit_code,
             "structured_error_msg": self.structured_error_msg,
             "started": self.started, "ended": self.ended,
@@ -148,7 +152,8 @@ class Supervisor:
         try:
             proc = subprocess.Popen(rep.plan["cmd"], env=env, cwd=rep.plan["cwd"],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                    start_new_session=True, close_fds=True)
+                                    start_new_session=True, close_fds=True,
+                                    umask=USER_UMASK)
         except OSError as e:
             rep.state, rep.ended = "FAILED", time.time()
             rep.exit_code = 127 if isinstance(e, FileNotFoundError) else 126
@@ -264,8 +269,10 @@ class Supervisor:
     def root_cause(self, rep: Replica) -> str:
         """The reply file's traceback if the replica wrote one, else its stderr tail."""
         how = (f"killed by {rep.signal}" if rep.signal else f"exited with code {rep.exit_code}")
-        reply = store.read_json_or_none(rep.log_dir / "error.json") if (
-            rep.log_dir / "error.json").exists() else None
+        try:
+            reply = store.read_json_or_none(rep.log_dir / "error.json")
+        except (StoreError, OSError):
+            reply = None  # a torn or odd reply file must not hide the failure itself
         if isinstance(reply, dict):
             self.structured_error_msg = self.structured_error_msg or json.dumps(reply)
             msg = reply.get("message")
@@ -374,6 +381,9 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m trainlaunch.schedulers.supervisor APP_DIR", file=sys.stderr)
         return 2
+    # everything the supervisor creates in the store is private; replicas get the user's umask
+    global USER_UMASK
+    USER_UMASK = os.umask(0o077)
     sup = Supervisor(Path(argv[1]))
     try:
         return sup.run()

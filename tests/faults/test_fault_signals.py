@@ -1,0 +1,117 @@
+"""Signals to the CLI while it waits (`run --wait`, `run --log`) or follows (`logs -f`).
+
+Documented (docs/cli.md): Ctrl-C or SIGTERM during `run --wait`/`--log` stops the app and
+exits 130; `wait` and `logs -f` only stop waiting. cli/boundary.py's raise_on_sigterm treats
+SIGHUP like SIGTERM; docs/reliability.md records that. Each test first waits until the CLI
+has installed its SIGTERM handler (SigCgt in /proc), so the signal lands in the waiting loop.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import CLI, pids_alive
+from tests.faults.fault_helpers import (
+    LineReader,
+    app_processes,
+    elapsed,
+    running_replicas,
+    wait_catches,
+    wait_processes,
+    wait_sleeping,
+)
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]  # (slow tier: every combination)
+
+
+def _interrupted(proc: subprocess.Popen[str], sig: int, timeout: float) -> tuple[int, str, float]:
+    """Signal the CLI; its exit code, stderr and how long it took to exit (stdout has a reader)."""
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    proc.wait(timeout=timeout)
+    took = elapsed(t0)
+    return proc.returncode, proc.stderr.read(), took  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("sig,mode", [
+    pytest.param(sig, mode, id=f"{sig.name}{mode}", marks=[pytest.mark.slow] if slow else [])
+    for sig, mode, slow in [(signal.SIGINT, "--wait", False), (signal.SIGTERM, "--wait", False),
+                            (signal.SIGHUP, "--wait", False), (signal.SIGINT, "--log", False),
+                            (signal.SIGTERM, "--log", True), (signal.SIGHUP, "--log", True)]])
+def test_signal_to_run_wait_stops_the_app(reaper: CLI, sig: int, mode: str) -> None:
+    cli = reaper
+    proc = cli.popen("run", mode, "--cfg", "grace_period=2", "utils.sh", "--num-replicas", "2",
+                     "echo up; sleep 300 & wait", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    handle = LineReader(proc.stdout).wait_for(lambda ln: ln.startswith("local://"),
+                                              what="the handle")
+    wait_catches(proc.pid, signal.SIGTERM)
+    procs = wait_processes(handle, 4)
+
+    code, err, took = _interrupted(proc, sig, timeout=30)
+    assert code == 130, err
+    assert "Traceback" not in err, err
+    assert "interrupted" in err and f"stopping {handle}" in err, err
+    assert took < 2 + 5, f"stopping took {took:.1f}s (grace period 2s)"
+    assert pids_alive(procs) == [], "the CLI exited before every process of the app was gone"
+    assert app_processes(handle) == []
+    assert cli.status(handle)["state"] == "CANCELLED"
+
+
+def _chatty(cli: CLI, replicas: int) -> str:
+    return cli.run("utils.sh", "--num-replicas", str(replicas),
+                   "while true; do echo tick $TRAINLAUNCH_REPLICA_ID; sleep 0.05; done")
+
+
+@pytest.mark.parametrize("sig,replicas", [
+    pytest.param(sig, n, id=f"{sig.name}-{n}replica", marks=[pytest.mark.slow] if slow else [])
+    for sig, n, slow in [(signal.SIGINT, 1, False), (signal.SIGTERM, 1, False),
+                         (signal.SIGHUP, 1, False), (signal.SIGINT, 2, False),
+                         (signal.SIGTERM, 2, True), (signal.SIGHUP, 2, True)]])
+def test_signal_to_logs_follow_exits_130_and_leaves_the_app_alone(reaper: CLI, sig: int,
+                                                                 replicas: int) -> None:
+    cli = reaper
+    handle = _chatty(cli, replicas)
+    before = [r["pid"] for r in running_replicas(cli, handle, replicas)]
+    proc = cli.popen("logs", "-f", handle, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = LineReader(proc.stdout)
+    out.wait_for(lambda ln: "tick" in ln, what="followed lines")
+    wait_catches(proc.pid, signal.SIGTERM)
+
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    proc.wait(timeout=10)
+    took = elapsed(t0)
+    err = proc.stderr.read()  # type: ignore[union-attr]
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert took < 5.0, f"logs -f took {took:.2f}s to exit"  # typically ~0.1 s; slack for CI
+    st = cli.status(handle)
+    assert st["state"] == "RUNNING", "following the logs must not affect the app"
+    assert [r["pid"] for r in st["roles"][0]["replicas"]] == before
+    assert pids_alive(before) == before
+    cli("stop", handle, check=True)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM],
+                         ids=lambda s: signal.Signals(s).name)
+def test_signal_to_wait_stops_waiting_not_the_app(reaper: CLI, sig: int) -> None:
+    """`wait`: Ctrl-C stops waiting, not the app; 130 is documented for Ctrl-C and SIGTERM."""
+    cli = reaper
+    handle = cli.run("utils.sh", "sleep 300")
+    before = [r["pid"] for r in running_replicas(cli, handle, 1)]
+    proc = cli.popen("wait", handle, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_sleeping(proc.pid)  # `wait` installs no handler: its polling sleep tells us instead
+    proc.send_signal(sig)
+    proc.wait(timeout=10)
+    err = proc.stderr.read()  # type: ignore[union-attr]
+    assert cli.status(handle)["state"] == "RUNNING", "wait must not stop the app"
+    assert pids_alive(before) == before
+    assert "Traceback" not in err, err
+    assert proc.returncode == 130, (
+        f"`wait` exited {proc.returncode} on {signal.Signals(sig).name}; docs/cli.md's exit-code "
+        f"table says 130 for Ctrl-C / SIGTERM to the CLI")
+    cli("stop", handle, check=True)

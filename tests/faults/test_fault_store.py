@@ -1,0 +1,173 @@
+"""The app store's disk fails: full, or read-only. One clear line and exit 5; no record torn.
+
+The store is a real tmpfs mounted on $TRAINLAUNCH_HOME (root only; skipped elsewhere), so
+ENOSPC and EROFS come from the kernel, not from a fake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CLI, pids_alive, wait_until
+from tests.faults.fault_helpers import (
+    app_dir,
+    app_processes,
+    fill_disk,
+    kill9,
+    remount,
+    running_replicas,
+    supervisor_pid,
+    wait_processes,
+)
+
+
+def _records_intact(home: Path) -> list[str]:
+    """Every JSON record in the store parses (a torn write would not)."""
+    bad = []
+    for path in (home / "apps").glob("*/*.json"):
+        try:
+            json.loads(path.read_bytes())
+        except ValueError as e:
+            bad.append(f"{path}: {e}")
+    return bad
+
+
+def _one_error(stderr: str, *needles: str) -> str:
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, stderr
+    assert "Traceback" not in stderr, stderr
+    for n in needles:
+        assert n in errors[0], stderr
+    return errors[0]
+
+
+def test_disk_full_run_fails_with_exit_5_and_the_store_stays_usable(tmpfs_home: CLI) -> None:
+    cli = tmpfs_home
+    done = cli.run("utils.echo", "--msg", "before the disk filled")
+    assert cli.wait(done)["state"] == "SUCCEEDED"
+    filler = fill_disk(cli.home)
+
+    proc = cli("run", "utils.echo")
+    assert proc.returncode == 5, proc.stderr
+    _one_error(proc.stderr, "No space left on device")
+    assert proc.stdout == "", "no handle may be printed for an app that was not started"
+
+    listed = cli("list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(r["handle"], r["state"]) for r in rows] == [(done, "SUCCEEDED")]
+    assert cli.status(done)["state"] == "SUCCEEDED"
+    assert "before the disk filled" in cli("logs", done, check=True).stdout
+    assert _records_intact(cli.home) == []
+    assert [p for p in (cli.home / "apps").glob("*/.*.tmp")] == [], "temporary files left"
+
+    filler.unlink()  # space is back: the store works again
+    again = cli.run("utils.echo", "--msg", "after")
+    assert cli.wait(again)["state"] == "SUCCEEDED"
+
+
+def test_disk_full_during_stop_of_an_orphaned_app(tmpfs_home: CLI) -> None:
+    """stop must write the final record itself (the supervisor is dead) and cannot."""
+    cli = tmpfs_home
+    handle = cli.run("utils.sh", "--num-replicas", "2", "sleep 300")
+    running_replicas(cli, handle, 2)
+    procs = wait_processes(handle, 2)
+    kill9(supervisor_pid(cli, handle))
+    before = (app_dir(cli, handle) / "state.json").read_bytes()
+    fill_disk(cli.home)
+
+    proc = cli("stop", handle)
+    assert proc.returncode == 5, proc.stderr
+    _one_error(proc.stderr, "No space left on device")
+    assert pids_alive(procs) == [], "stop must kill the processes even if it cannot record it"
+    assert app_processes(handle) == []
+    assert (app_dir(cli, handle) / "state.json").read_bytes() == before, "record torn"
+    st = cli.status(handle)
+    assert st["is_terminal"], f"nothing runs any more but status says {st['state']}"
+
+
+def test_disk_full_while_the_supervisor_runs_then_stop(tmpfs_home: CLI) -> None:
+    """The supervisor cannot record the end; stop must not hang for grace + 10 s on it."""
+    cli = tmpfs_home
+    handle = cli.run("--cfg", "grace_period=1", "utils.sh", "sleep 300")
+    running_replicas(cli, handle, 1)
+    procs = wait_processes(handle, 1)
+    sup = supervisor_pid(cli, handle)
+    fill_disk(cli.home)
+
+    t0 = time.monotonic()
+    proc = cli("stop", handle)
+    took = time.monotonic() - t0
+    assert proc.returncode in (0, 5), proc.stderr
+    if proc.returncode == 5:
+        _one_error(proc.stderr, "No space left on device")
+    assert pids_alive([sup, *procs]) == []
+    assert _records_intact(cli.home) == []
+    st = cli.status(handle)
+    assert st["is_terminal"], st
+    # the supervisor dies within the grace period (1 s); waiting for it is grace + 10 s
+    assert took < 8, (f"stop took {took:.1f}s: it waited out grace + 10 s for a record "
+                      "from a supervisor that had already died")
+
+
+def test_read_only_store(tmpfs_home: CLI) -> None:
+    cli = tmpfs_home
+    done = cli.run("utils.echo", "--msg", "written before")
+    assert cli.wait(done)["state"] == "SUCCEEDED"
+    remount(cli.home, "ro")
+    try:
+        proc = cli("run", "utils.echo")
+        assert proc.returncode == 5, proc.stderr
+        _one_error(proc.stderr, "Read-only file system")
+        for args in (["status", done], ["list"], ["logs", done], ["describe", done],
+                     ["wait", done]):
+            got = cli(*args)
+            assert got.returncode == 0, f"{args}: {got.stderr}"
+        stop = cli("stop", done)  # the app has ended: nothing to do, nothing to write
+        assert stop.returncode in (0, 5), f"stop on a read-only store: {stop.stderr}"
+        assert "Traceback" not in stop.stderr
+        if stop.returncode == 5:
+            _one_error(stop.stderr, "Read-only")
+    finally:
+        remount(cli.home, "rw")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions; the tmpfs "
+                    "remount test covers a read-only store there")
+def test_apps_dir_without_write_permission(reaper: CLI) -> None:
+    cli = reaper
+    done = cli.run("utils.echo")
+    cli.wait(done)
+    apps = cli.home / "apps"
+    apps.chmod(0o500)
+    try:
+        proc = cli("run", "utils.echo")
+        assert proc.returncode == 5, proc.stderr
+        _one_error(proc.stderr, "Permission denied")
+        assert cli("status", done).returncode == 0
+        assert cli("list").returncode == 0
+    finally:
+        apps.chmod(0o700)
+
+
+def test_supervisor_cannot_write_its_record_app_is_not_left_running(tmpfs_home: CLI) -> None:
+    """The disk fills while an app runs: whatever it recorded last, status ends up true."""
+    cli = tmpfs_home
+    handle = cli.run("utils.sh", "--num-replicas", "2",
+                     "sleep 300 & trap 'kill $!; exit 3' USR1; wait; wait")
+    reps = running_replicas(cli, handle, 2)
+    fill_disk(cli.home)
+    os.kill(reps[0]["pid"], signal.SIGUSR1)  # replica 0 fails: the supervisor must record it
+    wait_until(lambda: not pids_alive([supervisor_pid(cli, handle)]), timeout=30,
+               what="the supervisor to give up")
+    st = cli.status(handle)
+    assert st["is_terminal"], st
+    assert st["state"] == "FAILED"
+    assert app_processes(handle) == [], "the supervisor died and left replicas behind"
+    assert _records_intact(cli.home) == []

@@ -1,0 +1,3 @@
+"""Fixtures of the load suite (see tests/faults/fault_helpers.py)."""
+
+from tests.faults.fault_helpers import reaper, tmpfs_home  # noqa: F401 (fixtures)

@@ -1,0 +1,78 @@
+"""Secret env values (names like *TOKEN*, *SECRET*, *PASSWORD*, *KEY*) are never printed by
+`describe` or `run --dryrun` (text or --json), nor by status/list, unless --show-secrets.
+
+The record on disk keeps them (it is what the replica gets); the store is private (0700/0600,
+see test_sec_store.py).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.conftest import CLI
+
+# name -> a unique value; the names are spelled the ways people spell them
+SECRET_NAMES = ["HF_TOKEN", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD",
+                "OPENAI_API_KEY", "WANDB_API_KEY", "SSH_KEY", "client_secret", "my_password",
+                "Api_Key", "PASSWD", "KEY"]
+# *KEY* as documented ("names like ... *KEY*"): the key word glued to another word
+GLUED_KEY_NAMES = ["PRIVATEKEY", "SSHKEY", "GPGKEY_PASSPHRASE"]
+
+
+def _secrets(names: list[str]) -> dict[str, str]:
+    return {n: f"s3cr3t-{uuid.uuid4().hex}" for n in names}
+
+
+def _env_args(secrets: dict[str, str]) -> list[str]:
+    out = ["--env", "PLAIN_SETTING=visible-value"]
+    for k, v in secrets.items():
+        out += ["--env", f"{k}={v}"]
+    return out
+
+
+def _leaks(text: str, secrets: dict[str, str]) -> list[str]:
+    return [k for k, v in secrets.items() if v in text]
+
+
+@pytest.mark.parametrize("component", [
+    "utils.sh", pytest.param("dist.ddp", marks=pytest.mark.slow)])
+def test_dryrun_masks_secrets(cli: CLI, component: str) -> None:
+    secrets = _secrets(SECRET_NAMES)
+    tail = ["true"] if component == "utils.sh" else ["-j", "1x2", "--script", "train.py"]
+    args = [component, *_env_args(secrets), *tail]
+    for fmt in ([], ["--json"]):
+        proc = cli("run", "--dryrun", *fmt, *args, check=True)
+        assert _leaks(proc.stdout + proc.stderr, secrets) == [], f"dryrun {fmt} leaks"
+        assert "visible-value" in proc.stdout
+        shown = cli("run", "--dryrun", "--show-secrets", *fmt, *args, check=True)
+        assert _leaks(shown.stdout, secrets) == list(secrets), "--show-secrets shows them all"
+    doc = json.loads(cli("run", "--dryrun", "--json", *args, check=True).stdout)
+    env = doc["replicas"][0]["env"]
+    assert all(env[k] == "********" for k in secrets), env
+
+
+def test_describe_status_list_mask_secrets(reaper: CLI) -> None:
+    cli = reaper
+    secrets = _secrets(SECRET_NAMES)
+    handle = cli.run("utils.sh", *_env_args(secrets), "exit 2")
+    cli.wait(handle)
+    for args in (["describe", handle], ["describe", "--json", handle], ["status", handle],
+                 ["status", "--json", handle], ["list"], ["list", "--json"], ["wait", handle]):
+        proc = cli(*args)
+        assert _leaks(proc.stdout + proc.stderr, secrets) == [], f"{args} leaks"
+    desc = json.loads(cli("describe", "--json", handle, check=True).stdout)
+    assert "visible-value" in json.dumps(desc)
+    for args in (["describe", "--show-secrets", handle],
+                 ["describe", "--json", "--show-secrets", handle]):
+        proc = cli(*args, check=True)
+        assert _leaks(proc.stdout, secrets) == list(secrets), f"{args} must show them"
+
+
+def test_names_with_key_glued_to_another_word_are_masked(cli: CLI) -> None:
+    """docs/cli.md: `--show-secrets` prints names like *TOKEN*, *SECRET*, *PASSWORD*, *KEY*."""
+    secrets = _secrets(GLUED_KEY_NAMES)
+    proc = cli("run", "--dryrun", "utils.sh", *_env_args(secrets), "true", check=True)
+    assert _leaks(proc.stdout, secrets) == []
