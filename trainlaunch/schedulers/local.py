@@ -201,10 +201,6 @@ class LocalScheduler(Scheduler):
                 continue
             path = Path(entry.path)
             handle = make_app_handle(BACKEND, self.session_name, entry.name)
-            final = _final_row(path, entry.name, handle)
-            if final is not None:
-                rows.append(final)
-                continue
             try:
                 request = read_request(path)
                 status = local_state.derive_status(path, request)
@@ -261,23 +257,6 @@ class LocalScheduler(Scheduler):
             return self.describe(app_id).status.is_terminal
 
         yield from follow_lines(files, regex, finished, [s for s, _ in spans])
-
-
-def _final_row(path: Path, app_id: str, handle: str) -> ListAppResponse | None:
-    """A list row from a final state.json alone (the fast path for ended apps), else None."""
-    try:
-        state = store.read_json(path / "state.json")
-    except (FileNotFoundError, StoreError):
-        return None
-    if not isinstance(state, dict) or state.get("state") not in ("SUCCEEDED", "FAILED",
-                                                                 "CANCELLED"):
-        return None
-    name, created, msg = state.get("name"), state.get("created"), state.get("msg")
-    if not isinstance(name, str) or isinstance(created, bool) or not isinstance(
-            created, (int, float)):
-        return None
-    return ListAppResponse(app_id, AppState[state["state"]], handle, name, created,
-                           msg if isinstance(msg, str) else "")
 
 
 def read_request(path: Path) -> dict[str, Any]:

@@ -121,7 +121,7 @@ class Supervisor:
         """Write state.json atomically."""
         store.write_json(self.app_dir / "state.json", {
             "version": store.RECORD_VERSION, "state": self.state, "msg": self.msg,
-            # copied from the request so that `list` needs only this record once it is final
+            # copied from the request: the final record names its app on its own
             "name": self.request["app"]["name"], "created": self.request.get("created"),
             "num_restarts": self.num_restarts, "exit_code": self.exit_code,
             "structured_error_msg": self.structured_error_msg,
