@@ -18,7 +18,7 @@ def ddp_app() -> AppDef:
     trainer = Role(
         name="trainer", entrypoint="bash",
         args=("-c", "torchrun --nnodes 4 --node-rank ${replica_id} "
-                    "--master-addr $${${rank0_env}:=localhost} --master-port $TRAINLAUNCH_RDZV_PORT "
+                    "--master-addr ${${rank0_env}:=localhost} --master-port $TRAINLAUNCH_RDZV_PORT "
                     "train.py --out /ckpt/${app_id} --date $(date +%F)"),
         image="ghcr.io/acme/train:1.4", env={"NCCL_DEBUG": "INFO", "OUT": "/ckpt/${app_id}/${replica_id}",
                                              "TRAINLAUNCH_SEED": "1234"},

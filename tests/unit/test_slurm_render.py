@@ -47,7 +47,7 @@ CASES: dict[str, tuple[AppDef, dict]] = {
         injected(AppDef("pipeline", [
             Role("trainer", "python3", ("train.py",), num_replicas=2,
                  resource=Resource(cpu=4, gpu=1, memMB=8192)),
-            Role("reader", "python3", ("read.py", "--host", "$${rank0_env}"),
+            Role("reader", "python3", ("read.py", "--host", "${rank0_env}"),
                  resource=Resource(cpu=2, memMB=2048))])),
         {"partition": "batch", "time": "1:00:00"}),
     "ddp_two_nodes": (injected(AppDef("train", [ddp_role()])), {}),

@@ -87,7 +87,7 @@ trainlaunch_status() {
 }
 trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"
 trainlaunch_status ''
-python3 read.py --host '$TRAINLAUNCH_RANK0_HOST'
+python3 read.py --host TRAINLAUNCH_RANK0_HOST
 trainlaunch_rc=$?
 trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"
 exit "$trainlaunch_rc"
