@@ -41,7 +41,8 @@ def command(scheduler: str | None, cfgs: tuple[str, ...], dryrun: bool, wait_: b
 
     COMPONENT is an installed entry point, a builtin like `utils.echo` or `dist.ddp`,
     `pkg.mod.fn`, `pkg.mod:fn` or `path/file.py:fn`; `trainlaunch run COMPONENT --help`
-    shows its arguments. With --wait or --log, Ctrl-C (or SIGTERM) stops the app.
+    shows its arguments. With --wait or --log, Ctrl-C (or SIGTERM, or SIGHUP from a closed
+    terminal) stops the app; plain `run` then `wait` never does.
     """
     from trainlaunch.config import load_config
     from trainlaunch.resolver import HelpRequested

@@ -184,11 +184,11 @@ class LocalScheduler(Scheduler):
         request = read_request(path)
         status = local_state.derive_status(path, request)
         app = None
-        with contextlib.suppress(KeyError, TypeError, ValueError, StoreError):
+        with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError, StoreError):
             app = AppDef.from_dict(request["app"])
         meta = {"app_dir": str(path), "log_dir": str(path / "logs"),
                 "created": request.get("created"), "cwd": request.get("cwd"),
-                "settings": (request.get("app") or {}).get("metadata", {}).get("trainlaunch", {})}
+                "settings": (request["app"].get("metadata") or {}).get("trainlaunch") or {}}
         return DescribeAppResponse(app_id=app_id, status=status, app=app,
                                    cfg=request.get("cfg") or {}, metadata=meta)
 
@@ -268,7 +268,11 @@ def read_request(path: Path) -> dict[str, Any]:
               and all(isinstance(r, dict) and isinstance(r["role"], str)
                       and isinstance(r["replica_id"], int) and isinstance(r["log_dir"], str)
                       and isinstance(r["cmd"], list) and isinstance(r["env"], dict)
-                      for r in request["replicas"]))
+                      for r in request["replicas"])
+              and isinstance(request["app"].get("metadata") or {}, dict)
+              and isinstance((request["app"].get("metadata") or {}).get("trainlaunch") or {},
+                             dict)
+              and isinstance(request.get("cfg") or {}, dict))
     except (KeyError, TypeError):
         ok = False
     if not ok:
