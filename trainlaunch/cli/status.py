@@ -12,11 +12,12 @@ from trainlaunch.cli import output, render
 @output.json_option
 def command(handle: str, as_json: bool) -> None:
     """Show the state of an app and its replicas (exit 0 whatever the app's state)."""
+    from trainlaunch.handles import parse_app_handle
     from trainlaunch.runner import get_runner
 
+    handle = str(parse_app_handle(handle))
     with get_runner() as runner:
         resp = runner.describe_app(handle)
-        handle = _canonical(handle, resp.app_id)
     if as_json:
         output.emit_json(render.status_doc(handle, resp))
     elif output.stdout_is_tty():
@@ -26,8 +27,3 @@ def command(handle: str, as_json: bool) -> None:
     else:
         output.emit(render.status_text(handle, resp))
 
-
-def _canonical(handle: str, app_id: str) -> str:
-    from trainlaunch.handles import parse_app_handle
-
-    return str(parse_app_handle(handle))
