@@ -31,8 +31,11 @@ def command(scheduler: str | None, states: tuple[str, ...], running: bool, as_js
         from rich.text import Text
 
         table = Table(box=None)
-        for col in ("handle", "state", "name", "created", "note"):
-            table.add_column(col)
+        # handles are copied into other commands: never truncate them
+        table.add_column("handle", no_wrap=True,
+                         min_width=max((len(r.app_handle) for r in rows), default=6))
+        for col in ("state", "name", "created", "note"):
+            table.add_column(col, overflow="fold")
         for r in rows:
             table.add_row(r.app_handle, Text(r.state.name,
                                              style=render.STATE_STYLE.get(r.state, "")),
