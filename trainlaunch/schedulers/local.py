@@ -25,7 +25,7 @@ from trainlaunch.errors import AppNotFound, SchedulerError, StoreError
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers import local_state
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from trainlaunch.schedulers.logfiles import follow_lines, read_lines, time_span
+from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files, time_span
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, CfgVal, macros, runopts
 
 BACKEND = "local"
@@ -238,9 +238,8 @@ class LocalScheduler(Scheduler):
         path = self._dir(app_id)
         if k not in self.log_replicas(app_id, role_name):
             raise AppNotFound(f"app {app_id} role {role_name!r} has no replica {k}")
-        names = {"stdout": ["stdout.log"], "stderr": ["stderr.log"],
-                 "combined": ["stdout.log", "stderr.log"]}[Stream(streams or Stream.COMBINED).value]
-        return [path / "logs" / role_name / str(k) / n for n in names]
+        return stream_files(path / "logs" / role_name / str(k),
+                            Stream(streams or Stream.COMBINED).value)
 
     def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: str | None = None,
                  since: float | None = None, until: float | None = None,

@@ -8,8 +8,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+STREAM_FILES = {"stdout": "stdout.log", "stderr": "stderr.log"}  # one replica's output files
 FOLLOW_POLL_S = 0.05  # how often a follower looks for new bytes (latency target: 0.2 s)
 FINISHED_CHECK_S = 0.25  # how often it asks whether the app has ended
+
+
+def stream_files(directory: Path, streams: str | None) -> list[Path]:
+    """A replica's output files for a stream name (combined: stdout first, then stderr)."""
+    which = streams or "combined"
+    names = list(STREAM_FILES.values()) if which == "combined" else [STREAM_FILES[which]]
+    return [directory / n for n in names]
 
 
 def _matcher(regex: str | None) -> Callable[[str], bool]:

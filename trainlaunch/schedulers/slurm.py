@@ -29,11 +29,10 @@ from trainlaunch.errors import (
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers import slurm_status
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from trainlaunch.schedulers.logfiles import follow_lines, read_lines
+from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files
 from trainlaunch.schedulers.slurm_render import (
     BACKEND,
     BATCH_LOG,
-    STREAM_FILES,
     default_job_dir,
     render_script,
     slurm_runopts,
@@ -304,9 +303,8 @@ class SlurmScheduler(Scheduler):
         rec = self._known(app_id)
         if k not in self.log_replicas(app_id, role_name):
             raise AppNotFound(f"slurm job {app_id} role {role_name!r} has no replica {k}")
-        which = Stream(streams or Stream.COMBINED).value
-        names = list(STREAM_FILES.values()) if which == "combined" else [STREAM_FILES[which]]
-        return [Path(rec["job_dir"]) / role_name / str(k) / n for n in names]
+        return stream_files(Path(rec["job_dir"]) / role_name / str(k),
+                            Stream(streams or Stream.COMBINED).value)
 
     def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: str | None = None,
                  since: float | None = None, until: float | None = None,

@@ -19,13 +19,13 @@ from pathlib import Path
 
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
+from trainlaunch.schedulers.logfiles import STREAM_FILES
 from trainlaunch.specs import AppDef, CfgVal, Role, macros, runopts
 
 BACKEND = "slurm"
 BATCH_LOG = "batch.log"  # the batch script's own output, in the job dir
 RESULT_FILE = "result"  # "restart=N exit=RC end=T", written when the batch script ends
 STATUS_FILE = "replica.status"  # per replica: "restart=N host=H start=T[ exit=RC end=T]"
-STREAM_FILES = {"stdout": "stdout.log", "stderr": "stderr.log"}
 RDZV_PORT_BASE, RDZV_PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768+)
 
 # Macros become placeholders first, then shell expansions inside the quoted words.
