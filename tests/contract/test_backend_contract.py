@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_until
 from trainlaunch.runner import get_runner
 from trainlaunch.settings import RankSettings
 from trainlaunch.specs import AppDef, AppState, Role
-from tests.conftest import wait_until
 
 
 def slurm_available() -> str | None:

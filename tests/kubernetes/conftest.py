@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from k8s_fake_apiserver import FakeApiServer  # noqa: E402
 from k8s_helpers import write_kubeconfig  # noqa: E402
 
-from trainlaunch.schedulers.kubernetes import KubernetesScheduler, create_scheduler  # noqa: E402
+from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler, create_scheduler  # noqa: E402
 
 
 @pytest.fixture

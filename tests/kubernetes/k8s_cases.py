@@ -6,8 +6,8 @@ from typing import Any
 
 from k8s_helpers import echo_app
 
-from trainlaunch.schedulers.kubernetes import KubernetesScheduler
-from trainlaunch.schedulers.kubernetes_render import RenderOptions, app_name, render_app
+from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
+from trainlaunch.schedulers.kubernetes.render import RenderOptions, app_name, render_app
 from trainlaunch.specs import AppDef, Resource, RetryPolicy, Role
 
 SESSION = "tests"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from k8s_cases import render_case
 
-from trainlaunch.schedulers.kubernetes_checks import (
+from trainlaunch.schedulers.kubernetes.checks import (
     check_manifests,
     is_label_value,
     is_port_name,

@@ -20,7 +20,7 @@ from k8s_helpers import TOKEN, echo_app, write_kubeconfig
 
 from trainlaunch.errors import AppNotFound, SchedulerError, SchedulerUnavailable, UsageError
 from trainlaunch.schedulers.api import Stream
-from trainlaunch.schedulers.kubernetes import KubernetesScheduler, create_scheduler
+from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler, create_scheduler
 from trainlaunch.specs import AppDef, AppState, Role
 
 RUNNING = {"running": {"startedAt": "2030-01-01T00:00:05Z"}}

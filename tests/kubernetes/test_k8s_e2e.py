@@ -18,7 +18,11 @@ from typing import Any
 import pytest
 
 from trainlaunch.errors import AppNotFound
-from trainlaunch.schedulers.kubernetes import KubernetesScheduler, create_scheduler, parse_app_id
+from trainlaunch.schedulers.kubernetes.backend import (
+    KubernetesScheduler,
+    create_scheduler,
+    parse_app_id,
+)
 from trainlaunch.specs import AppDef, AppState, Resource, Role
 
 CONTEXT = os.environ.get("TRAINLAUNCH_K8S_CONTEXT", "")

@@ -14,9 +14,9 @@ from k8s_cases import CASES, SESSION, render_case
 from k8s_helpers import GOLDEN, echo_app
 
 from trainlaunch.errors import UsageError
-from trainlaunch.schedulers.kubernetes import KubernetesScheduler
-from trainlaunch.schedulers.kubernetes_checks import check_manifests
-from trainlaunch.schedulers.kubernetes_render import (
+from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
+from trainlaunch.schedulers.kubernetes.checks import check_manifests
+from trainlaunch.schedulers.kubernetes.render import (
     RenderOptions,
     app_name,
     kube_text,

@@ -20,8 +20,8 @@ from k8s_cases import CASES, render_case
 from k8s_helpers import echo_app
 from referencing import Registry, Resource
 
-from trainlaunch.schedulers.kubernetes import KubernetesScheduler
-from trainlaunch.schedulers.kubernetes_render import (
+from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
+from trainlaunch.schedulers.kubernetes.render import (
     NEWEST_VERSION,
     OLDEST_VERSION,
     RenderOptions,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainlaunch.schedulers.kubernetes_status import (
+from trainlaunch.schedulers.kubernetes.status import (
     JOB_CONDITION_STATE,
     POD_PHASE_STATE,
     app_status,

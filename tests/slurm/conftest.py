@@ -19,7 +19,7 @@ import pytest
 
 from trainlaunch import settings
 from trainlaunch.schedulers import get_scheduler
-from trainlaunch.schedulers.slurm import SlurmScheduler
+from trainlaunch.schedulers.slurm.backend import SlurmScheduler
 from trainlaunch.specs import AppDef, AppStatus
 
 JOB_TIMEOUT_S = 120.0  # generous: the 2-core CI machine also runs torch jobs

@@ -15,7 +15,7 @@ from tests.slurm.conftest import run_app, wait_for
 from trainlaunch import settings
 from trainlaunch.errors import SchedulerError
 from trainlaunch.schedulers import get_scheduler
-from trainlaunch.schedulers.slurm import SlurmScheduler
+from trainlaunch.schedulers.slurm.backend import SlurmScheduler
 from trainlaunch.specs import AppDef, AppState, Role
 
 pytestmark = pytest.mark.slurm

@@ -30,7 +30,7 @@ def test_cli_paths_stay_light(argv: list[str], tmp_path) -> None:
 
 
 def test_import_direction_rank_library_is_isolated() -> None:
-    code = ("import sys, trainlaunch.cli, trainlaunch.runner, trainlaunch.schedulers.local\n"
+    code = ("import sys, trainlaunch.cli, trainlaunch.runner, trainlaunch.schedulers.local.backend\n"
             "print([m for m in sys.modules if m.startswith('trainlaunch.rank')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -10,8 +10,8 @@ import pytest
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.schedulers import get_scheduler
-from trainlaunch.schedulers.slurm import SlurmScheduler
-from trainlaunch.schedulers.slurm_render import shell_word, slurm_runopts
+from trainlaunch.schedulers.slurm.backend import SlurmScheduler
+from trainlaunch.schedulers.slurm.render import shell_word, slurm_runopts
 from trainlaunch.specs import AppDef, Resource, Role
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from trainlaunch import settings
 from trainlaunch.schedulers import get_scheduler
-from trainlaunch.schedulers.slurm_status import JobInfo, app_status, read_kv
+from trainlaunch.schedulers.slurm.status import JobInfo, app_status, read_kv
 from trainlaunch.specs import AppDef, AppState, Role
 
 JOB_ID = "4242"

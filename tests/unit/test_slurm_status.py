@@ -12,8 +12,8 @@ import pytest
 from trainlaunch import settings, store
 from trainlaunch.errors import AppNotFound, SchedulerError, SchedulerUnavailable
 from trainlaunch.schedulers import get_scheduler
-from trainlaunch.schedulers.slurm import SlurmScheduler, run_slurm
-from trainlaunch.schedulers.slurm_status import (
+from trainlaunch.schedulers.slurm.backend import SlurmScheduler, run_slurm
+from trainlaunch.schedulers.slurm.status import (
     STATE_MAP,
     JobInfo,
     app_status,

@@ -8,7 +8,15 @@ import pytest
 
 from trainlaunch.errors import UsageError
 from trainlaunch.specs import (
-    AppDef, AppState, AppStatus, ReplicaStatus, Resource, RetryPolicy, Role, RoleStatus, macros,
+    AppDef,
+    AppState,
+    AppStatus,
+    ReplicaStatus,
+    Resource,
+    RetryPolicy,
+    Role,
+    RoleStatus,
+    macros,
 )
 
 

@@ -15,9 +15,9 @@ from trainlaunch.errors import UsageError
 DEFAULT_SCHEDULER = "local"
 
 BUILTIN_SCHEDULERS: dict[str, str] = {
-    "local": "trainlaunch.schedulers.local",
-    "slurm": "trainlaunch.schedulers.slurm",
-    "kubernetes": "trainlaunch.schedulers.kubernetes",
+    "local": "trainlaunch.schedulers.local.backend",
+    "slurm": "trainlaunch.schedulers.slurm.backend",
+    "kubernetes": "trainlaunch.schedulers.kubernetes.backend",
 }
 ALIASES = {"k8s": "kubernetes", "local_cwd": "local"}
 

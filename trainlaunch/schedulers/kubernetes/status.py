@@ -12,7 +12,7 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trainlaunch.schedulers.kubernetes_render import (
+from trainlaunch.schedulers.kubernetes.render import (
     ANN_ROLE_INDEX,
     ANN_ROLE_NAME,
     INDEX_ANNOTATION,

@@ -1,6 +1,6 @@
 """The detached, torch-free process that owns one local app.
 
-Started as ``python -m trainlaunch.schedulers.supervisor <app_dir>`` in its own session, it
+Started as ``python -m trainlaunch.schedulers.local.supervisor <app_dir>`` in its own session, it
 starts every replica as its own process group (stdout/stderr straight into files: nothing is
 lost if this process dies), reaps them, applies the retry policy, and records every
 transition atomically in ``state.json``. SIGTERM/SIGINT stop the app: SIGTERM to every group,
@@ -379,7 +379,7 @@ def _remove(path: Path) -> None:
 def main(argv: list[str]) -> int:
     """Entry point: supervise the app whose directory is argv[1]."""
     if len(argv) != 2:
-        print("usage: python -m trainlaunch.schedulers.supervisor APP_DIR", file=sys.stderr)
+        print("usage: python -m trainlaunch.schedulers.local.supervisor APP_DIR", file=sys.stderr)
         return 2
     # everything the supervisor creates in the store is private; replicas get the user's umask
     global USER_UMASK

@@ -18,7 +18,7 @@ import re
 import signal
 from pathlib import Path
 
-from trainlaunch.schedulers.slurm_render import RESULT_FILE, STATUS_FILE, STREAM_FILES
+from trainlaunch.schedulers.slurm.render import RESULT_FILE, STATUS_FILE, STREAM_FILES
 from trainlaunch.specs import AppDef, AppState, AppStatus, ReplicaStatus, RoleStatus
 
 # Every job state of Slurm 22.05-24.11 (squeue/scontrol long names). Unknown -> UNKNOWN.

@@ -1,7 +1,7 @@
 """The local backend: plan the processes, hand them to a detached supervisor, read the store.
 
 ``schedule`` writes the request into the app store and starts
-``python -m trainlaunch.schedulers.supervisor <app_dir>`` in its own session; the supervisor
+``python -m trainlaunch.schedulers.local.supervisor <app_dir>`` in its own session; the supervisor
 owns the app from then on. Every query (status, logs, list, stop) reads the store, so it
 works from any later shell. See supervisor.py for the process side.
 """
@@ -23,8 +23,8 @@ from typing import Any
 from trainlaunch import settings, store
 from trainlaunch.errors import AppNotFound, SchedulerError, StoreError
 from trainlaunch.handles import check_app_id, make_app_handle
-from trainlaunch.schedulers import local_state
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.schedulers.local import state as local_state
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files, time_span
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, CfgVal, macros, runopts
 
@@ -156,7 +156,7 @@ class LocalScheduler(Scheduler):
                                 0o600), "ab")
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "trainlaunch.schedulers.supervisor", str(path)],
+                [sys.executable, "-m", "trainlaunch.schedulers.local.supervisor", str(path)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                 close_fds=True, cwd=request["cwd"] if os.path.isdir(request["cwd"]) else None,
             )

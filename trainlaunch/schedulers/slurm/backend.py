@@ -1,6 +1,6 @@
 """The Slurm backend: render one sbatch script per app, submit it, query and stop the job.
 
-Rendering is pure (slurm_render.py); states and records are parsed in slurm_status.py. This
+Rendering is pure (render.py); states and records are parsed in status.py. This
 module runs the Slurm commands (all through :func:`run_slurm`) and keeps a small index under
 the trainlaunch home, ``slurm/index/<job id>.json`` (job dir, AppDef, options, script), so
 that status and logs work from any directory. docs/slurm.md is the user's guide.
@@ -27,17 +27,17 @@ from trainlaunch.errors import (
     UsageError,
 )
 from trainlaunch.handles import check_app_id, make_app_handle
-from trainlaunch.schedulers import slurm_status
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files
-from trainlaunch.schedulers.slurm_render import (
+from trainlaunch.schedulers.slurm import status as slurm_status
+from trainlaunch.schedulers.slurm.render import (
     BACKEND,
     BATCH_LOG,
     default_job_dir,
     render_script,
     slurm_runopts,
 )
-from trainlaunch.schedulers.slurm_status import JobInfo
+from trainlaunch.schedulers.slurm.status import JobInfo
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, macros, runopts
 
 COMMAND_TIMEOUT_S = 60.0
@@ -96,7 +96,7 @@ class SlurmScheduler(Scheduler):
         self._accounting: bool | None = None
 
     def run_opts(self) -> runopts:
-        """The typed options (slurm_render.slurm_runopts)."""
+        """The typed options (render.slurm_runopts)."""
         return slurm_runopts()
 
     def _home(self) -> Path:

@@ -15,9 +15,9 @@ import time
 from collections.abc import Generator, Iterator, Mapping
 from typing import Any
 
-from trainlaunch.schedulers import kubernetes_status as st
-from trainlaunch.schedulers.kubernetes_client import KubeApi
-from trainlaunch.schedulers.kubernetes_render import INDEX_ANNOTATION, LABEL_APP
+from trainlaunch.schedulers.kubernetes import status as st
+from trainlaunch.schedulers.kubernetes.client import KubeApi
+from trainlaunch.schedulers.kubernetes.render import INDEX_ANNOTATION, LABEL_APP
 
 _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 

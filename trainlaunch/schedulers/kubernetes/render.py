@@ -20,7 +20,7 @@ from typing import Any
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.handles import make_app_handle
-from trainlaunch.schedulers.kubernetes_checks import is_label_value
+from trainlaunch.schedulers.kubernetes.checks import is_label_value
 from trainlaunch.specs import AppDef, CfgVal, RetryPolicy, Role, macros
 
 BACKEND = "kubernetes"

@@ -1,8 +1,8 @@
 """The Kubernetes backend: per role an Indexed Job + headless Service, through the official client.
 
 App ids are ``<namespace>:<name>``, handles ``kubernetes://<session>/<namespace>:<name>``.
-Rendering (kubernetes_render), checks (kubernetes_checks) and status mapping
-(kubernetes_status) are pure; this module and kubernetes_client do the I/O. The ``kubernetes``
+Rendering (render.py), checks (checks.py) and status mapping (status.py) are pure; this
+module and client.py do the I/O. The ``kubernetes``
 package is imported only when the cluster is contacted, so dryrun works without the extra.
 """
 
@@ -22,12 +22,12 @@ from typing import Any
 from trainlaunch import settings, store
 from trainlaunch.errors import AppNotFound, SchedulerError, UsageError
 from trainlaunch.handles import make_app_handle
-from trainlaunch.schedulers import kubernetes_status as st
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from trainlaunch.schedulers.kubernetes_checks import check_manifests, is_dns_label
-from trainlaunch.schedulers.kubernetes_client import KubeApi, NotFound, connect, resolve_context
-from trainlaunch.schedulers.kubernetes_logs import LogReader
-from trainlaunch.schedulers.kubernetes_render import (
+from trainlaunch.schedulers.kubernetes import status as st
+from trainlaunch.schedulers.kubernetes.checks import check_manifests, is_dns_label
+from trainlaunch.schedulers.kubernetes.client import KubeApi, NotFound, connect, resolve_context
+from trainlaunch.schedulers.kubernetes.logs import LogReader
+from trainlaunch.schedulers.kubernetes.render import (
     ANN_APP_NAME,
     BACKEND,
     DEFAULT_RDZV_PORT,

@@ -1,0 +1,1 @@
+"""The Kubernetes backend: Indexed Job + headless Service (backend, render, client, status)."""

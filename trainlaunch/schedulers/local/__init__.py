@@ -1,0 +1,1 @@
+"""The local backend: detached, persisted apps on this machine (backend, state, supervisor)."""

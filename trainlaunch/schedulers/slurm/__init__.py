@@ -1,0 +1,1 @@
+"""The Slurm backend: sbatch/squeue/sacct/scancel (backend), pure rendering, state parsing."""
