@@ -56,24 +56,31 @@ def run(ctx: Context) -> list[Table]:
     rows: list[Row] = []
     for key in ours:
         mine = stats[f"trainlaunch {key}"].wall
-        for pname, target, why in (("torchx status", Target("<=", 1.0), "torchx"),
-                                   ("import torch", Target("<=", 0.1), "torch")):
+        for pname, target, why in (
+            ("torchx status", Target("<=", 1.0), "torchx"),
+            ("import torch", Target("<=", 0.1), "torch"),
+        ):
             if pname in stats:
                 rows.append(compare(key, mine, seconds, pname, peer(pname), target))
             else:
                 rows.append(skipped(key, p.why(why), target, pname, seconds(mine)))
-    for key, pname in (("--help", "torchx --help"), ("builtins", "torchx builtins"),
-                       ("--help", "torchrun --help"), ("--help", "python -c pass (ours)"),
-                       ("--help", "python -c pass (peers venv)")):
+    for key, pname in (
+        ("--help", "torchx --help"),
+        ("builtins", "torchx builtins"),
+        ("--help", "torchrun --help"),
+        ("--help", "python -c pass (ours)"),
+        ("--help", "python -c pass (peers venv)"),
+    ):
         if pname in stats:
-            rows.append(compare(key, stats[f"trainlaunch {key}"].wall, seconds, pname,
-                                peer(pname)))
+            rows.append(compare(key, stats[f"trainlaunch {key}"].wall, seconds, pname, peer(pname)))
     runs = next(iter(stats.values())).runs
-    notes = [f"wall time, median of {runs} interleaved runs; python {sys.version.split()[0]}",
-             f"`torchx status` runs on {UNKNOWN_TORCHX}: TorchX forgets local apps when the "
-             "process that ran them exits, so this is its cheapest status query (exit 1)",
-             "python -c pass: the interpreter floor of each environment (site-packages .pth "
-             "files run at every start: an editable install's finder, sandbox hooks, ...)",
-             "ours: status/list/logs read a real finished app in the bench's private store",
-             cpu_note(stats)]
+    notes = [
+        f"wall time, median of {runs} interleaved runs; python {sys.version.split()[0]}",
+        f"`torchx status` runs on {UNKNOWN_TORCHX}: TorchX forgets local apps when the "
+        "process that ran them exits, so this is its cheapest status query (exit 1)",
+        "python -c pass: the interpreter floor of each environment (site-packages .pth "
+        "files run at every start: an editable install's finder, sandbox hooks, ...)",
+        "ours: status/list/logs read a real finished app in the bench's private store",
+        cpu_note(stats),
+    ]
     return [Table("1. CLI latency", rows, notes)]

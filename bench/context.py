@@ -52,12 +52,28 @@ class Context:
 
     def env(self, home: Path | None = None, /, **extra: str) -> dict[str, str]:
         """A clean environment for launchers: no user config, no inherited rank settings."""
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("TRAINLAUNCH_", "PET_", "TORCHELASTIC_"))
-               and k not in ("OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT", "RANK",
-                             "WORLD_SIZE", "LOCAL_RANK", "LOGLEVEL")}
-        env.update({"TRAINLAUNCH_HOME": str(home or self.home), "TRAINLAUNCH_CONFIG": "",
-                    "XDG_CONFIG_HOME": str(self.scratch / "xdg-config")})
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("TRAINLAUNCH_", "PET_", "TORCHELASTIC_"))
+            and k
+            not in (
+                "OMP_NUM_THREADS",
+                "MASTER_ADDR",
+                "MASTER_PORT",
+                "RANK",
+                "WORLD_SIZE",
+                "LOCAL_RANK",
+                "LOGLEVEL",
+            )
+        }
+        env.update(
+            {
+                "TRAINLAUNCH_HOME": str(home or self.home),
+                "TRAINLAUNCH_CONFIG": "",
+                "XDG_CONFIG_HOME": str(self.scratch / "xdg-config"),
+            }
+        )
         env.update(extra)
         return env
 
@@ -78,14 +94,22 @@ class Context:
             return [str(script)]
         return [str(self.python), "-m", "trainlaunch"]
 
-    def tl_out(self, *args: str, home: Path | None = None, cwd: Path | None = None,
-               timeout: float = 120) -> str:
+    def tl_out(
+        self, *args: str, home: Path | None = None, cwd: Path | None = None, timeout: float = 120
+    ) -> str:
         """Run trainlaunch, return stdout; BenchError on failure."""
-        proc = subprocess.run([*self.tl, *args], capture_output=True, text=True, timeout=timeout,
-                              env=self.env(home), cwd=cwd or self.scratch)
+        proc = subprocess.run(
+            [*self.tl, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env(home),
+            cwd=cwd or self.scratch,
+        )
         if proc.returncode != 0:
-            raise BenchError(f"trainlaunch {' '.join(args)} -> {proc.returncode}: "
-                             f"{proc.stderr.strip()[-500:]}")
+            raise BenchError(
+                f"trainlaunch {' '.join(args)} -> {proc.returncode}: {proc.stderr.strip()[-500:]}"
+            )
         return proc.stdout
 
     def launch(self, *args: str, home: Path | None = None, cwd: Path | None = None) -> str:

@@ -49,20 +49,34 @@ class Stats:
         if not samples:
             raise BenchError("no samples")
         walls = tuple(s.wall for s in samples)
-        return cls(wall=statistics.median(walls), cpu=statistics.median(s.cpu for s in samples),
-                   maxrss_kib=max(s.maxrss_kib for s in samples), runs=len(samples), walls=walls)
+        return cls(
+            wall=statistics.median(walls),
+            cpu=statistics.median(s.cpu for s in samples),
+            maxrss_kib=max(s.maxrss_kib for s in samples),
+            runs=len(samples),
+            walls=walls,
+        )
 
 
-def run_cmd(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None,
-            ok: Sequence[int] = (0,), timeout: float = 300.0, stdout: int | IO[Any] | None = None
-            ) -> Sample:
+def run_cmd(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    ok: Sequence[int] = (0,),
+    timeout: float = 300.0,
+    stdout: int | IO[Any] | None = None,
+) -> Sample:
     """Run argv to completion; wall, CPU and peak RSS come from wait4 (psutil-free)."""
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(list(argv), env=dict(env) if env is not None else None, cwd=cwd,
-                                stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL if stdout is None else stdout,
-                                stderr=err)
+        proc = subprocess.Popen(
+            list(argv),
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL if stdout is None else stdout,
+            stderr=err,
+        )
         rc, usage = _wait4(proc, time.monotonic() + timeout)
         wall = time.perf_counter() - t0
         if rc not in ok:
@@ -86,8 +100,12 @@ def _wait4(proc: subprocess.Popen[Any], deadline: float) -> tuple[int, Any]:
         time.sleep(0.001)
 
 
-def measure(cases: Mapping[str, Callable[[], Sample]], repeats: int, warmup: int = 1,
-            between: Callable[[], None] | None = None) -> dict[str, Stats]:
+def measure(
+    cases: Mapping[str, Callable[[], Sample]],
+    repeats: int,
+    warmup: int = 1,
+    between: Callable[[], None] | None = None,
+) -> dict[str, Stats]:
     """Run every case warmup+repeats times, round-robin; medians of the kept runs."""
     kept: dict[str, list[Sample]] = {name: [] for name in cases}
     for round_ in range(warmup + repeats):
@@ -109,7 +127,8 @@ def cpu_note(stats: Mapping[str, Stats]) -> str:
     """One line with the median CPU time (user+sys) of every case: steadier than wall time
     when other work shares the machine."""
     return "cpu (user+sys, median): " + ", ".join(
-        f"{name} {seconds(s.cpu)}" for name, s in stats.items())
+        f"{name} {seconds(s.cpu)}" for name, s in stats.items()
+    )
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -149,20 +168,36 @@ class Row:
     peer_raw: float | None = None
 
 
-def compare(metric: str, ours: float, fmt: Callable[[float], str], peer: str = "-",
-            peer_value: float | None = None, target: Target | None = None) -> Row:
+def compare(
+    metric: str,
+    ours: float,
+    fmt: Callable[[float], str],
+    peer: str = "-",
+    peer_value: float | None = None,
+    target: Target | None = None,
+) -> Row:
     """A row comparing ours with a peer (ratio = ours / peer) and judging the target."""
     ratio = ours / peer_value if peer_value else None
     verdict = "INFO"
     if target is not None:
         judged = ratio if target.on == "ratio" else ours
         verdict = "SKIP" if judged is None else ("PASS" if target.met(judged) else "MISS")
-    return Row(metric, fmt(ours), peer, fmt(peer_value) if peer_value is not None else "-",
-               ratio, target, verdict, ours, peer_value)
+    return Row(
+        metric,
+        fmt(ours),
+        peer,
+        fmt(peer_value) if peer_value is not None else "-",
+        ratio,
+        target,
+        verdict,
+        ours,
+        peer_value,
+    )
 
 
-def skipped(metric: str, why: str, target: Target | None = None, peer: str = "-",
-            ours: str = "-") -> Row:
+def skipped(
+    metric: str, why: str, target: Target | None = None, peer: str = "-", ours: str = "-"
+) -> Row:
     """A row whose comparison could not be made (peer missing), and why."""
     return Row(metric, ours, peer, why, None, target, "SKIP")
 
@@ -178,9 +213,18 @@ class Table:
     def render(self) -> str:
         """Fixed-width text: metric, trainlaunch, peer, peer value, ratio, target, result."""
         head = ("metric", "trainlaunch", "peer", "peer value", "ratio", "target", "result")
-        body = [(r.metric, r.ours, r.peer, r.peer_value,
-                 "-" if r.ratio is None else f"{r.ratio:.3g}",
-                 "-" if r.target is None else str(r.target), r.verdict) for r in self.rows]
+        body = [
+            (
+                r.metric,
+                r.ours,
+                r.peer,
+                r.peer_value,
+                "-" if r.ratio is None else f"{r.ratio:.3g}",
+                "-" if r.target is None else str(r.target),
+                r.verdict,
+            )
+            for r in self.rows
+        ]
         widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
         out = [f"== {self.title} =="]
         for line in [head, *body]:

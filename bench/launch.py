@@ -40,13 +40,24 @@ def _free_port() -> int:
 
 def floor_case(ctx: Context, nproc: int) -> Sample:
     """N ranks started directly with torchrun's rank variables; wall until all exited."""
-    base = ctx.env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
-                   WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), OMP_NUM_THREADS="1")
+    base = ctx.env(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(_free_port()),
+        WORLD_SIZE=str(nproc),
+        LOCAL_WORLD_SIZE=str(nproc),
+        OMP_NUM_THREADS="1",
+    )
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([str(ctx.python), "-u", str(SCRIPT)], cwd=ctx.scratch,
-                              env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-             for r in range(nproc)]
+    procs = [
+        subprocess.Popen(
+            [str(ctx.python), "-u", str(SCRIPT)],
+            cwd=ctx.scratch,
+            env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        for r in range(nproc)
+    ]
     cpu = 0.0
     for p in procs:
         _, status, usage = os.wait4(p.pid, 0)
@@ -62,15 +73,32 @@ def cases_for(ctx: Context, nproc: int) -> dict[str, Callable[[], Sample]]:
     """The four ways to run the job with nproc ranks."""
     n, script, env = str(nproc), str(SCRIPT), ctx.env()
     cases: dict[str, Callable[[], Sample]] = {
-        "trainlaunch": cmd_case([*ctx.tl, "run", "--wait", "dist.ddp", "--nproc", n, script],
-                                env=env, cwd=ctx.scratch)}
+        "trainlaunch": cmd_case(
+            [*ctx.tl, "run", "--wait", "dist.ddp", "--nproc", n, script], env=env, cwd=ctx.scratch
+        )
+    }
     if ctx.peers.torchrun is not None:
-        cases["torchrun"] = cmd_case([str(ctx.peers.torchrun), "--standalone",
-                                      "--nproc-per-node", n, script], env=env, cwd=ctx.scratch)
+        cases["torchrun"] = cmd_case(
+            [str(ctx.peers.torchrun), "--standalone", "--nproc-per-node", n, script],
+            env=env,
+            cwd=ctx.scratch,
+        )
     if ctx.peers.torchx is not None:
-        cases["torchx"] = cmd_case([str(ctx.peers.torchx), "run", "-s", "local_cwd", "dist.ddp",
-                                    "-j", f"1x{n}", "--script", script],
-                                   env=ctx.peer_env(), cwd=ctx.scratch)
+        cases["torchx"] = cmd_case(
+            [
+                str(ctx.peers.torchx),
+                "run",
+                "-s",
+                "local_cwd",
+                "dist.ddp",
+                "-j",
+                f"1x{n}",
+                "--script",
+                script,
+            ],
+            env=ctx.peer_env(),
+            cwd=ctx.scratch,
+        )
     cases["floor"] = lambda: floor_case(ctx, nproc)
     return cases
 
@@ -89,17 +117,31 @@ def run(ctx: Context) -> list[Table]:
         ours = stats["trainlaunch"].wall
         goal = Target("<=", 0.75 if nproc <= 2 else 0.9)
         if "torchrun" in stats:
-            rows.append(compare(f"N={nproc}", ours, seconds, "torchrun --standalone",
-                                stats["torchrun"].wall, goal if nproc in (1, 2, 8) else None))
+            rows.append(
+                compare(
+                    f"N={nproc}",
+                    ours,
+                    seconds,
+                    "torchrun --standalone",
+                    stats["torchrun"].wall,
+                    goal if nproc in (1, 2, 8) else None,
+                )
+            )
         else:
             rows.append(skipped(f"N={nproc}", ctx.peers.why("torchrun"), goal, "torchrun"))
         if "torchx" in stats:
-            rows.append(compare(f"N={nproc}", ours, seconds, "torchx run -s local_cwd",
-                                stats["torchx"].wall))
-        rows.append(compare(f"N={nproc}", ours, seconds, "floor (no launcher)",
-                            stats["floor"].wall))
-    notes = [f"wall time, median of {repeats} interleaved runs; trainlaunch = "
-             "`run --wait dist.ddp --nproc N`, torchx = `run -s local_cwd dist.ddp -j 1xN`",
-             "targets: <= 0.75 x torchrun at N=1,2 and <= 0.9 x at N=8 (N=4: shown only)",
-             f"{os.cpu_count()} CPUs: every rank imports torch, so large N is CPU-bound"]
+            rows.append(
+                compare(
+                    f"N={nproc}", ours, seconds, "torchx run -s local_cwd", stats["torchx"].wall
+                )
+            )
+        rows.append(
+            compare(f"N={nproc}", ours, seconds, "floor (no launcher)", stats["floor"].wall)
+        )
+    notes = [
+        f"wall time, median of {repeats} interleaved runs; trainlaunch = "
+        "`run --wait dist.ddp --nproc N`, torchx = `run -s local_cwd dist.ddp -j 1xN`",
+        "targets: <= 0.75 x torchrun at N=1,2 and <= 0.9 x at N=8 (N=4: shown only)",
+        f"{os.cpu_count()} CPUs: every rank imports torch, so large N is CPU-bound",
+    ]
     return [Table("3. launch-to-exit, minimal gloo job", rows, notes)]

@@ -33,18 +33,27 @@ def write_big_log(path: Path, lines: int) -> int:
     chunk = 10_000
     with open(path, "w") as f:
         for start in range(0, lines, chunk):
-            f.write("".join(
-                f"step {i:7d} loss {1.0 / (i + 1):.6f} lr 0.000100 tokens/s {(i * 7919) % 99991}"
-                f".5 grad_norm {((i * 31) % 997) / 100:.2f}\n"
-                for i in range(start, min(start + chunk, lines))))
+            f.write(
+                "".join(
+                    f"step {i:7d} loss {1.0 / (i + 1):.6f} lr 0.000100 tokens/s {(i * 7919) % 99991}"
+                    f".5 grad_norm {((i * 31) % 997) / 100:.2f}\n"
+                    for i in range(start, min(start + chunk, lines))
+                )
+            )
     return path.stat().st_size
 
 
 def stream(argv: Sequence[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
     """Run argv into a pipe drained here: (whole wall, first-to-last-byte seconds, lines)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(list(argv), env=env, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        list(argv),
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.stdout is not None
     fd, first, lines = proc.stdout.fileno(), 0.0, 0
     while True:
@@ -74,8 +83,11 @@ def throughput(ctx: Context) -> list[Row]:
     size = write_big_log(log, count)
     (log.parent / "stderr.log").write_text("")
     env = ctx.env(home)
-    cases = {"logs": [*ctx.tl, "logs", handle], "logs --raw": [*ctx.tl, "logs", "--raw", handle],
-             "cat": ["cat", str(log)]}
+    cases = {
+        "logs": [*ctx.tl, "logs", handle],
+        "logs --raw": [*ctx.tl, "logs", "--raw", handle],
+        "cat": ["cat", str(log)],
+    }
     runs: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cases}
     for _ in range(ctx.pick(5, 3, 1)):
         for name, argv in cases.items():
@@ -93,16 +105,22 @@ def throughput(ctx: Context) -> list[Row]:
 
     label = f"{count:,} lines ({size / 2**20:.0f} MiB)"
     return [
-        compare(f"logs, {label}: streaming rate", rate("logs"), per_second, "cat", rate("cat"),
-                Target(">=", 0.5)),
-        compare("logs --raw: streaming rate", rate("logs --raw"), per_second, "cat",
-                rate("cat")),
+        compare(
+            f"logs, {label}: streaming rate",
+            rate("logs"),
+            per_second,
+            "cat",
+            rate("cat"),
+            Target(">=", 0.5),
+        ),
+        compare("logs --raw: streaming rate", rate("logs --raw"), per_second, "cat", rate("cat")),
         compare("logs: whole command", wall("logs"), seconds, "cat", wall("cat")),
     ]
 
 
-def _reader(proc: subprocess.Popen[bytes], arrivals: list[tuple[float, bytes]],
-            ready: threading.Event) -> None:
+def _reader(
+    proc: subprocess.Popen[bytes], arrivals: list[tuple[float, bytes]], ready: threading.Event
+) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
         arrivals.append((time.time(), line))
@@ -115,25 +133,30 @@ def follow_latency(ctx: Context) -> list[Row]:
     count, interval = ctx.pick((40, 0.1), (20, 0.1), (3, 0.02))
     go = ctx.scratch / "follow-go"
     go.unlink(missing_ok=True)
-    handle = ctx.launch("utils.python", str(SCRIPTS / "follow_writer.py"), str(go), str(count),
-                        str(interval))
+    handle = ctx.launch(
+        "utils.python", str(SCRIPTS / "follow_writer.py"), str(go), str(count), str(interval)
+    )
     log = ctx.app_dir(handle) / "logs" / "follow_writer" / "0" / "stdout.log"
     deadline = time.monotonic() + 60
     while not log.exists():
         if time.monotonic() > deadline:
             raise BenchError(f"{log} never appeared")
         time.sleep(0.01)
-    followers = {"logs -f": [*ctx.tl, "logs", "-f", handle],
-                 "tail -f": ["tail", "-n", "+1", "-f", str(log)]}
+    followers = {
+        "logs -f": [*ctx.tl, "logs", "-f", handle],
+        "tail -f": ["tail", "-n", "+1", "-f", str(log)],
+    }
     procs: dict[str, subprocess.Popen[bytes]] = {}
     arrivals: dict[str, list[tuple[float, bytes]]] = {}
     events: dict[str, threading.Event] = {}
     for name, argv in followers.items():
-        procs[name] = subprocess.Popen(argv, env=ctx.env(), cwd=ctx.scratch,
-                                       stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        procs[name] = subprocess.Popen(
+            argv, env=ctx.env(), cwd=ctx.scratch, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL
+        )
         arrivals[name], events[name] = [], threading.Event()
-        t = threading.Thread(target=_reader, args=(procs[name], arrivals[name], events[name]),
-                             daemon=True)
+        t = threading.Thread(
+            target=_reader, args=(procs[name], arrivals[name], events[name]), daemon=True
+        )
         t.start()
     try:
         for name, event in events.items():
@@ -154,8 +177,10 @@ def follow_latency(ctx: Context) -> list[Row]:
             if p.poll() is None:
                 p.terminate()
                 p.wait()
-    lat = {name: sorted(t - float(ln.split(b"ts ")[-1]) for t, ln in arr if b"ts " in ln)
-           for name, arr in arrivals.items()}
+    lat = {
+        name: sorted(t - float(ln.split(b"ts ")[-1]) for t, ln in arr if b"ts " in ln)
+        for name, arr in arrivals.items()
+    }
     for name, values in lat.items():
         if len(values) != count:
             raise BenchError(f"{name} printed {len(values)} of {count} timestamp lines")
@@ -164,11 +189,17 @@ def follow_latency(ctx: Context) -> list[Row]:
         return values[min(len(values) - 1, int(0.95 * len(values)))]
 
     return [
-        compare(f"logs -f latency, median of {count} lines",
-                statistics.median(lat["logs -f"]), seconds, "tail -f",
-                statistics.median(lat["tail -f"]), Target("<=", 0.2, on="value", unit="s")),
-        compare("logs -f latency, p95", p95(lat["logs -f"]), seconds, "tail -f",
-                p95(lat["tail -f"])),
+        compare(
+            f"logs -f latency, median of {count} lines",
+            statistics.median(lat["logs -f"]),
+            seconds,
+            "tail -f",
+            statistics.median(lat["tail -f"]),
+            Target("<=", 0.2, on="value", unit="s"),
+        ),
+        compare(
+            "logs -f latency, p95", p95(lat["logs -f"]), seconds, "tail -f", p95(lat["tail -f"])
+        ),
         compare("logs -f exits after the app ended", exit_after, seconds),
     ]
 
@@ -176,8 +207,10 @@ def follow_latency(ctx: Context) -> list[Row]:
 def run(ctx: Context) -> list[Table]:
     """Both halves in one table."""
     rows = throughput(ctx) + follow_latency(ctx)
-    notes = ["streaming rate: lines / (last byte - first byte received), median of the runs; "
-             "both commands write into a pipe",
-             "latency: replica prints time.time(); the reader stamps arrival; same machine clock",
-             "TorchX: `torchx log` of a local_cwd app from another process never returns"]
+    notes = [
+        "streaming rate: lines / (last byte - first byte received), median of the runs; "
+        "both commands write into a pipe",
+        "latency: replica prints time.time(); the reader stamps arrival; same machine clock",
+        "TorchX: `torchx log` of a local_cwd app from another process never returns",
+    ]
     return [Table("5. logs throughput and follow latency", rows, notes)]

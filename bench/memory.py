@@ -55,8 +55,10 @@ def cmdline(pid: int) -> list[str]:
 def is_rank(pid: int) -> bool:
     """A worker running the sleeper script (not the agent or torchrun, whose argv names it)."""
     argv = cmdline(pid)
-    launcher = any(a == "trainlaunch.agent" or a.endswith("/torchrun")
-                   or a == "torch.distributed.run" for a in argv)
+    launcher = any(
+        a == "trainlaunch.agent" or a.endswith("/torchrun") or a == "torch.distributed.run"
+        for a in argv
+    )
     return not launcher and any(a.endswith("sleeper.py") for a in argv)
 
 
@@ -95,10 +97,20 @@ def torchrun_launcher(ctx: Context, nproc: int) -> tuple[int, int]:
     assert ctx.peers.torchrun is not None
     release = ctx.scratch / f"release-peer-{nproc}"
     release.unlink(missing_ok=True)
-    proc = subprocess.Popen([str(ctx.peers.torchrun), "--standalone", "--nproc-per-node",
-                             str(nproc), str(SLEEPER), str(release)], env=ctx.env(),
-                            cwd=ctx.scratch, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(ctx.peers.torchrun),
+            "--standalone",
+            "--nproc-per-node",
+            str(nproc),
+            str(SLEEPER),
+            str(release),
+        ],
+        env=ctx.env(),
+        cwd=ctx.scratch,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         return launcher_peak(proc.pid, nproc)
     finally:
@@ -125,8 +137,7 @@ def supervisor_peak(ctx: Context) -> int:
         ctx.wait_terminal(handle)
 
 
-def peak_rss(argv: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ...] = (0,)
-             ) -> int:
+def peak_rss(argv: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ...] = (0,)) -> int:
     """Peak RSS (KiB) of one command, as `/usr/bin/time -f %M` reports it.
 
     Not ru_maxrss of a child of this process: Linux keeps the high-water mark of the memory
@@ -143,8 +154,11 @@ def cli_peaks(ctx: Context) -> dict[str, int]:
     handle = ctx.finished_app()
     env, cwd = ctx.env(), ctx.scratch
     commands: dict[str, list[str]] = {
-        "--help": ["--help"], "status --json": ["status", "--json", handle], "list": ["list"],
-        "logs": ["logs", handle], "builtins": ["builtins"],
+        "--help": ["--help"],
+        "status --json": ["status", "--json", handle],
+        "list": ["list"],
+        "logs": ["logs", handle],
+        "builtins": ["builtins"],
         "run (detached)": ["run", "utils.echo", "--msg", "hi"],
     }
     peaks: dict[str, int] = {}
@@ -153,40 +167,85 @@ def cli_peaks(ctx: Context) -> dict[str, int]:
             peaks[name] = max(peaks.get(name, 0), peak_rss([*ctx.tl, *args], env, cwd))
     if ctx.peers.torchx is not None:
         peaks["torchx status"] = peak_rss(
-            [str(ctx.peers.torchx), "status", "local_cwd://torchx/bench-unknown-app"], env, cwd,
-            ok=(0, 1))
+            [str(ctx.peers.torchx), "status", "local_cwd://torchx/bench-unknown-app"],
+            env,
+            cwd,
+            ok=(0, 1),
+        )
     return peaks
 
 
 def run(ctx: Context) -> list[Table]:
     """CLI, supervisor and per-rank launcher memory."""
     if not os.access(TIME, os.X_OK):
-        return [Table("7. peak memory", [skipped("memory", f"{TIME} is missing (apt-get "
-                                                 "install time)")])]
+        return [
+            Table(
+                "7. peak memory", [skipped("memory", f"{TIME} is missing (apt-get install time)")]
+            )
+        ]
     peaks = cli_peaks(ctx)
     torchx = peaks.pop("torchx status", None)
     cli_goal = Target("<=", 40, on="value", unit="MiB")
-    rows: list[Row] = [compare(f"CLI {name} peak RSS", value / 1024, mib, "torchx status",
-                               torchx / 1024 if torchx else None, cli_goal)
-                       for name, value in peaks.items()]
-    rows.append(compare("supervisor peak RSS (1 replica)", supervisor_peak(ctx) / 1024, mib,
-                        target=Target("<=", 30, on="value", unit="MiB")))
+    rows: list[Row] = [
+        compare(
+            f"CLI {name} peak RSS",
+            value / 1024,
+            mib,
+            "torchx status",
+            torchx / 1024 if torchx else None,
+            cli_goal,
+        )
+        for name, value in peaks.items()
+    ]
+    rows.append(
+        compare(
+            "supervisor peak RSS (1 replica)",
+            supervisor_peak(ctx) / 1024,
+            mib,
+            target=Target("<=", 30, on="value", unit="MiB"),
+        )
+    )
     one, n_one = ddp_launcher(ctx, 1)
     four, n_four = ddp_launcher(ctx, 4)
-    rows.append(compare("launcher peak RSS, dist.ddp --nproc 4", four / 1024, mib,
-                        "same, --nproc 1", one / 1024))
-    rows.append(compare("launcher RSS per extra rank", max(four - one, 0) / 3 / 1024, mib,
-                        target=Target("<=", 1, on="value", unit="MiB")))
-    rows.append(compare("launcher processes, --nproc 4", n_four, str, "same, --nproc 1", n_one,
-                        Target("<=", 1.0)))
+    rows.append(
+        compare(
+            "launcher peak RSS, dist.ddp --nproc 4", four / 1024, mib, "same, --nproc 1", one / 1024
+        )
+    )
+    rows.append(
+        compare(
+            "launcher RSS per extra rank",
+            max(four - one, 0) / 3 / 1024,
+            mib,
+            target=Target("<=", 1, on="value", unit="MiB"),
+        )
+    )
+    rows.append(
+        compare(
+            "launcher processes, --nproc 4",
+            n_four,
+            str,
+            "same, --nproc 1",
+            n_one,
+            Target("<=", 1.0),
+        )
+    )
     if ctx.peers.torchrun is not None:
         peak, _ = torchrun_launcher(ctx, 4)
-        rows.append(compare("launcher peak RSS, 4 ranks", four / 1024, mib,
-                            "torchrun --nproc-per-node 4", peak / 1024))
+        rows.append(
+            compare(
+                "launcher peak RSS, 4 ranks",
+                four / 1024,
+                mib,
+                "torchrun --nproc-per-node 4",
+                peak / 1024,
+            )
+        )
     else:
         rows.append(skipped("launcher peak RSS, 4 ranks", ctx.peers.why("torchrun")))
-    notes = ["CLI: /usr/bin/time's maximum resident set size (largest of the runs); supervisor "
-             "and launchers: VmHWM from /proc while every rank is alive",
-             "launcher = every process of the app that is not a rank (supervisor + node agent)"]
+    notes = [
+        "CLI: /usr/bin/time's maximum resident set size (largest of the runs); supervisor "
+        "and launchers: VmHWM from /proc while every rank is alive",
+        "launcher = every process of the app that is not a rank (supervisor + node agent)",
+    ]
     return [Table("7. peak memory", rows, notes)]
-

@@ -34,11 +34,19 @@ def measure_all(ctx: Context) -> dict[str, dict[str, Any]]:
     div = ctx.pick(1, 4, 100)
     tmp = ctx.fresh_dir("metrics")
     kinds = ctx.pick(KINDS, KINDS, SMOKE_KINDS)
-    cfg = {"records": {k: max(n // div, 1000) for k, (_, n) in KINDS.items() if k in kinds},
-           "repeats": ctx.pick(3, 3, 1), "tmp": str(tmp),
-           "nemo": str(ctx.peers.nemo_logger) if ctx.peers.nemo_logger else None}
-    proc = subprocess.run([str(ctx.python), str(SCRIPTS / "metrics_worker.py"), json.dumps(cfg)],
-                          capture_output=True, text=True, timeout=900, cwd=ctx.scratch)
+    cfg = {
+        "records": {k: max(n // div, 1000) for k, (_, n) in KINDS.items() if k in kinds},
+        "repeats": ctx.pick(3, 3, 1),
+        "tmp": str(tmp),
+        "nemo": str(ctx.peers.nemo_logger) if ctx.peers.nemo_logger else None,
+    }
+    proc = subprocess.run(
+        [str(ctx.python), str(SCRIPTS / "metrics_worker.py"), json.dumps(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ctx.scratch,
+    )
     if proc.returncode != 0:
         raise BenchError(f"metrics worker failed: {proc.stderr.strip()[-800:]}")
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -49,8 +57,13 @@ def run(ctx: Context) -> list[Table]:
     res = measure_all(ctx)
     ours_error = res.get("ours/float", {}).get("error")
     if ours_error:
-        return [Table("6. MetricLogger records/s", [skipped("MetricLogger", ours_error)],
-                      ["trainlaunch.rank is not there yet: this benchmark is skipped"])]
+        return [
+            Table(
+                "6. MetricLogger records/s",
+                [skipped("MetricLogger", ours_error)],
+                ["trainlaunch.rank is not there yet: this benchmark is skipped"],
+            )
+        ]
     rows: list[Row] = []
     for kind, (label, _) in KINDS.items():
         if f"ours/{kind}" not in res:
@@ -70,8 +83,7 @@ def run(ctx: Context) -> list[Table]:
                 row.verdict = "SKIP" if target else "INFO"
                 rows.append(row)
             else:
-                rows.append(compare(label, mine["rate"], per_second, name, other["rate"],
-                                    target))
+                rows.append(compare(label, mine["rate"], per_second, name, other["rate"], target))
     notes = []
     for logger in ("ours", "nemo"):
         base = res.get(f"{logger}/float", {}).get("rate")
@@ -80,13 +92,24 @@ def run(ctx: Context) -> list[Table]:
             if not (base and rate):
                 continue
             if logger == "ours":
-                rows.append(compare(f"durability cost: {KINDS[kind][0]}", rate, per_second,
-                                    "trainlaunch, no fsync", base))
+                rows.append(
+                    compare(
+                        f"durability cost: {KINDS[kind][0]}",
+                        rate,
+                        per_second,
+                        "trainlaunch, no fsync",
+                        base,
+                    )
+                )
             else:
-                notes.append(f"nemo durability cost: {KINDS[kind][0]} runs at "
-                             f"{rate / base:.2f} x its no-fsync rate")
-    notes[:0] = ["records/s, median of the runs; samples are built before the timed loop "
-                 "unless the row says otherwise; ratio = trainlaunch / peer (higher is better)",
-                 "durability rows: ratio = rate with the guarantee / rate without it "
-                 "(same logger, python floats)"]
+                notes.append(
+                    f"nemo durability cost: {KINDS[kind][0]} runs at "
+                    f"{rate / base:.2f} x its no-fsync rate"
+                )
+    notes[:0] = [
+        "records/s, median of the runs; samples are built before the timed loop "
+        "unless the row says otherwise; ratio = trainlaunch / peer (higher is better)",
+        "durability rows: ratio = rate with the guarantee / rate without it "
+        "(same logger, python floats)",
+    ]
     return [Table("6. MetricLogger records/s", rows, notes)]

@@ -141,8 +141,12 @@ def ensure_ours_venv(cache: Path, repo: Path, install: bool) -> tuple[Path | Non
     """
     root = cache / "ours-venv"
     python = root / "bin" / "python"
-    specs = ["setuptools>=68", "wheel", TORCH_SPEC,
-             *_version_specs("click", "rich", "numpy", "tomli")]
+    specs = [
+        "setuptools>=68",
+        "wheel",
+        TORCH_SPEC,
+        *_version_specs("click", "rich", "numpy", "tomli"),
+    ]
     want = " ".join(specs) + "\n"
     stamp = root / ".bench-ready"
     if not (stamp.exists() and stamp.read_text() == want and python.exists()):
@@ -160,13 +164,21 @@ def ensure_ours_venv(cache: Path, repo: Path, install: bool) -> tuple[Path | Non
     with tempfile.TemporaryDirectory(prefix="trainlaunch-src-") as tmp:
         src = Path(tmp)  # a copy: building must not write build/ or *.egg-info into the repo
         for name in ("trainlaunch", "components"):
-            shutil.copytree(repo / name, src / name,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                repo / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+            )
         for name in ("pyproject.toml", "README.md"):
             shutil.copy2(repo / name, src / name)
         try:
-            _pip(python, "install", "-q", "--no-deps", "--no-build-isolation",
-                 "--force-reinstall", str(src))
+            _pip(
+                python,
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--force-reinstall",
+                str(src),
+            )
         except RuntimeError as e:
             return None, f"installing the working tree into {root} failed: {e}"
     return root, ""

@@ -50,8 +50,10 @@ def tools_dir() -> Path:
     """pyinstrument, installed once into the bench cache."""
     tools = cache_dir() / "tools"
     if not (tools / "pyinstrument").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(tools),
-                        "pyinstrument"], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--target", str(tools), "pyinstrument"],
+            check=True,
+        )
     return tools
 
 
@@ -70,12 +72,16 @@ def make_store(count: int, python: Path) -> tuple[Path, str]:
 
 def main() -> int:
     """Run the command under the chosen profiler; the report goes to stderr."""
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--cpu", action="store_true", help="cProfile with a CPU-time clock")
     p.add_argument("--store", type=int, default=0, metavar="N", help="N finished apps first")
-    p.add_argument("--here", action="store_true",
-                   help="profile this interpreter's trainlaunch, not the bench venv's")
+    p.add_argument(
+        "--here",
+        action="store_true",
+        help="profile this interpreter's trainlaunch, not the bench venv's",
+    )
     p.add_argument("args", nargs=argparse.REMAINDER, help="-- trainlaunch arguments")
     ns = p.parse_args()
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
@@ -94,10 +100,19 @@ def main() -> int:
     if ns.cpu:
         cmd = [str(python), "-c", CPU_DRIVER, "35", *args]
     else:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tools_dir()),
-                                                          env.get("PYTHONPATH")]))
-        cmd = [str(python), "-m", "pyinstrument", "-r", "text", "--outfile", "/dev/stderr",
-               "-m", "trainlaunch", *args]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tools_dir()), env.get("PYTHONPATH")]))
+        cmd = [
+            str(python),
+            "-m",
+            "pyinstrument",
+            "-r",
+            "text",
+            "--outfile",
+            "/dev/stderr",
+            "-m",
+            "trainlaunch",
+            *args,
+        ]
     return subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL).returncode
 
 

@@ -36,28 +36,56 @@ from bench.context import Context  # noqa: E402
 from bench.harness import Row, Table  # noqa: E402
 from bench.peers import Peers, cache_dir, ensure_ours_venv, find_peers, no_peers  # noqa: E402
 
-BENCHMARKS: dict[str, ModuleType] = {m.NAME: m for m in (
-    cli_latency, run_latency, launch, store_scale, logs_throughput, metrics_logger, memory,
-    supervisor_cost)}
+BENCHMARKS: dict[str, ModuleType] = {
+    m.NAME: m
+    for m in (
+        cli_latency,
+        run_latency,
+        launch,
+        store_scale,
+        logs_throughput,
+        metrics_logger,
+        memory,
+        supervisor_cost,
+    )
+}
 SMOKE = ("cli", "store", "logs", "metrics", "supervisor")  # the tiny run of the test suite
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
-    p = argparse.ArgumentParser(prog="python bench/run.py", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python bench/run.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--quick", action="store_true", help="fewer repeats and sizes (~3 min)")
-    p.add_argument("--smoke", action="store_true",
-                   help="tiny sizes, no peers: checks that the harness works (test suite)")
-    p.add_argument("--only", action="append", default=[], metavar="NAME[,NAME]",
-                   help=f"run only these benchmarks: {', '.join(BENCHMARKS)}")
-    p.add_argument("--no-setup", action="store_true",
-                   help="do not install the peers; use them only if already cached")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, no peers: checks that the harness works (test suite)",
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME]",
+        help=f"run only these benchmarks: {', '.join(BENCHMARKS)}",
+    )
+    p.add_argument(
+        "--no-setup",
+        action="store_true",
+        help="do not install the peers; use them only if already cached",
+    )
     p.add_argument("--no-peers", action="store_true", help="measure trainlaunch alone")
-    p.add_argument("--ours", choices=("venv", "here"), default=None,
-                   help="venv (default): the working tree installed as a wheel into a clean "
-                        "venv in the bench cache; here: the trainlaunch of this interpreter "
-                        "(the default of --smoke)")
+    p.add_argument(
+        "--ours",
+        choices=("venv", "here"),
+        default=None,
+        help="venv (default): the working tree installed as a wheel into a clean "
+        "venv in the bench cache; here: the trainlaunch of this interpreter "
+        "(the default of --smoke)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write every row to FILE as JSON")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     p.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
@@ -69,8 +97,9 @@ def selected(args: argparse.Namespace) -> list[str]:
     names = [n.strip() for group in args.only for n in group.split(",") if n.strip()]
     unknown = sorted(set(names) - set(BENCHMARKS))
     if unknown:
-        raise SystemExit(f"unknown benchmark(s) {', '.join(unknown)}; "
-                         f"choose from {', '.join(BENCHMARKS)}")
+        raise SystemExit(
+            f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}"
+        )
     default = SMOKE if args.smoke else tuple(BENCHMARKS)
     return [n for n in BENCHMARKS if n in (names or default)]
 
@@ -78,12 +107,17 @@ def selected(args: argparse.Namespace) -> list[str]:
 def header(mode: str, peers: Peers, python: Path, how: str) -> str:
     """What this run measured with."""
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    lines = [f"trainlaunch bench ({mode}) - python {sys.version.split()[0]}, "
-             f"{os.cpu_count()} CPUs, load average {load}",
-             f"  trainlaunch: {python.parent / 'trainlaunch'} ({how})",
-             f"  peers cache: {cache_dir()}"]
-    for name, path in (("torchx", peers.torchx), ("torchrun", peers.torchrun),
-                       ("nemo logger", peers.nemo_logger)):
+    lines = [
+        f"trainlaunch bench ({mode}) - python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPUs, load average {load}",
+        f"  trainlaunch: {python.parent / 'trainlaunch'} ({how})",
+        f"  peers cache: {cache_dir()}",
+    ]
+    for name, path in (
+        ("torchx", peers.torchx),
+        ("torchrun", peers.torchrun),
+        ("nemo logger", peers.nemo_logger),
+    ):
         lines.append(f"  {name}: {path if path else 'missing: ' + peers.why(name.split()[0])}")
     return "\n".join(lines)
 
@@ -107,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     if (args.ours or ("here" if args.smoke else "venv")) == "venv":
         root, why = ensure_ours_venv(cache_dir(), REPO, install=not args.no_setup)
         if root is None:
-            print(f"warning: {why}; measuring this interpreter's trainlaunch instead",
-                  file=sys.stderr)
+            print(
+                f"warning: {why}; measuring this interpreter's trainlaunch instead", file=sys.stderr
+            )
         else:
             python, how = root / "bin" / "python", "working tree installed as a wheel"
     if args.smoke or args.no_peers:
@@ -141,19 +176,33 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for t in tables for r in t.rows]
     counts = {v: sum(r.verdict == v for r in rows) for v in ("PASS", "MISS", "SKIP", "INFO")}
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\nsummary: {', '.join(f'{k} {v}' for k, v in counts.items())}, errors {errors}; "
-          f"{time.monotonic() - started:.0f} s; load average now {load}")
+    print(
+        f"\nsummary: {', '.join(f'{k} {v}' for k, v in counts.items())}, errors {errors}; "
+        f"{time.monotonic() - started:.0f} s; load average now {load}"
+    )
     for t in tables:
         for r in t.rows:
             if r.verdict == "MISS":
-                print(f"  MISS  {t.title}: {r.metric}: {r.ours} vs {r.peer} {r.peer_value} "
-                      f"(ratio {r.ratio if r.ratio is None else f'{r.ratio:.3g}'}, "
-                      f"target {r.target})")
+                print(
+                    f"  MISS  {t.title}: {r.metric}: {r.ours} vs {r.peer} {r.peer_value} "
+                    f"(ratio {r.ratio if r.ratio is None else f'{r.ratio:.3g}'}, "
+                    f"target {r.target})"
+                )
     if args.json:
-        doc = [{"table": t.title, "metric": r.metric, "trainlaunch": r.ours_raw, "peer": r.peer,
-                "peer_value": r.peer_raw, "ratio": r.ratio,
-                "target": str(r.target) if r.target else None, "result": r.verdict}
-               for t in tables for r in t.rows]
+        doc = [
+            {
+                "table": t.title,
+                "metric": r.metric,
+                "trainlaunch": r.ours_raw,
+                "peer": r.peer,
+                "peer_value": r.peer_raw,
+                "ratio": r.ratio,
+                "target": str(r.target) if r.target else None,
+                "result": r.verdict,
+            }
+            for t in tables
+            for r in t.rows
+        ]
         Path(args.json).write_text(json.dumps({"mode": mode, "rows": doc}, indent=1))
     if errors or (args.strict and counts["MISS"]):
         return 1

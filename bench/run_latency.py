@@ -43,22 +43,45 @@ def run(ctx: Context) -> list[Table]:
         ctx.wait_terminal(handle)  # untimed: let it finish before the next case
         return sample
 
-    cases = {"run (detached)": detached,
-             "--help": cmd_case([*ctx.tl, "--help"], env=env, cwd=cwd),
-             "run --wait": cmd_case([*ctx.tl, "run", "--wait", *echo], env=env, cwd=cwd)}
+    cases = {
+        "run (detached)": detached,
+        "--help": cmd_case([*ctx.tl, "--help"], env=env, cwd=cwd),
+        "run --wait": cmd_case([*ctx.tl, "run", "--wait", *echo], env=env, cwd=cwd),
+    }
     if ctx.peers.torchx is not None:
         cases["torchx run -s local_cwd"] = cmd_case(
             [str(ctx.peers.torchx), "run", "-s", "local_cwd", "utils.echo", "--msg", "hi"],
-            env=ctx.peer_env(), cwd=cwd)
+            env=ctx.peer_env(),
+            cwd=cwd,
+        )
     stats = measure(cases, repeats=ctx.pick(7, 3, 1), warmup=ctx.pick(1, 1, 0))
-    rows = [compare("run (detached) -> handle", stats["run (detached)"].wall, seconds,
-                    "trainlaunch --help", stats["--help"].wall, Target("<=", 2.0))]
+    rows = [
+        compare(
+            "run (detached) -> handle",
+            stats["run (detached)"].wall,
+            seconds,
+            "trainlaunch --help",
+            stats["--help"].wall,
+            Target("<=", 2.0),
+        )
+    ]
     if "torchx run -s local_cwd" in stats:
-        rows.append(compare("run --wait utils.echo", stats["run --wait"].wall, seconds,
-                            "torchx run -s local_cwd", stats["torchx run -s local_cwd"].wall))
+        rows.append(
+            compare(
+                "run --wait utils.echo",
+                stats["run --wait"].wall,
+                seconds,
+                "torchx run -s local_cwd",
+                stats["torchx run -s local_cwd"].wall,
+            )
+        )
     else:
         rows.append(compare("run --wait utils.echo", stats["run --wait"].wall, seconds))
     runs = stats["--help"].runs
-    return [Table("2. run until the handle is printed", rows,
-                  [f"wall time, median of {runs} interleaved runs; CLI start to exit",
-                   cpu_note(stats)])]
+    return [
+        Table(
+            "2. run until the handle is printed",
+            rows,
+            [f"wall time, median of {runs} interleaved runs; CLI start to exit", cpu_note(stats)],
+        )
+    ]

@@ -24,8 +24,11 @@ _ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 def clone_apps(template: Path, apps: Path, count: int) -> list[str]:
     """Write count terminal apps modelled on template into apps/; their ids."""
     old_id = template.name
-    texts = {p.relative_to(template): p.read_text(errors="replace")
-             for p in template.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    texts = {
+        p.relative_to(template): p.read_text(errors="replace")
+        for p in template.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    }
     created = json.loads(texts[Path("app.json")]).get("created") or 1.7e9
     ids = []
     for i in range(count):
@@ -61,24 +64,47 @@ def run(ctx: Context) -> list[Table]:
         env = ctx.env(home)
         cases[f"list {label}"] = cmd_case([*ctx.tl, "list"], env=env, cwd=ctx.scratch)
         if not ctx.smoke:
-            cases[f"list --json {label}"] = cmd_case([*ctx.tl, "list", "--json"], env=env,
-                                                     cwd=ctx.scratch)
-        cases[f"status {label}"] = cmd_case([*ctx.tl, "status", "--json", handle], env=env,
-                                            cwd=ctx.scratch)
+            cases[f"list --json {label}"] = cmd_case(
+                [*ctx.tl, "list", "--json"], env=env, cwd=ctx.scratch
+            )
+        cases[f"status {label}"] = cmd_case(
+            [*ctx.tl, "status", "--json", handle], env=env, cwd=ctx.scratch
+        )
     stats = measure(cases, repeats=ctx.pick(7, 3, 1), warmup=ctx.pick(1, 1, 0))
     n = f"{count:,} apps"
     goal = Target("<=", 0.3, on="value", unit="s")
-    rows = [compare(f"list, {n}", stats["list big"].wall, seconds, "list, 1 app",
-                    stats["list 1"].wall, goal)]
+    rows = [
+        compare(
+            f"list, {n}", stats["list big"].wall, seconds, "list, 1 app", stats["list 1"].wall, goal
+        )
+    ]
     if "list --json big" in stats:
-        rows.append(compare(f"list --json, {n}", stats["list --json big"].wall, seconds,
-                            "list --json, 1 app", stats["list --json 1"].wall, goal))
-    rows.append(compare(f"status --json, {n}", stats["status big"].wall, seconds,
-                        "status --json, 1 app", stats["status 1"].wall, Target("<=", 1.2)))
+        rows.append(
+            compare(
+                f"list --json, {n}",
+                stats["list --json big"].wall,
+                seconds,
+                "list --json, 1 app",
+                stats["list --json 1"].wall,
+                goal,
+            )
+        )
+    rows.append(
+        compare(
+            f"status --json, {n}",
+            stats["status big"].wall,
+            seconds,
+            "status --json, 1 app",
+            stats["status 1"].wall,
+            Target("<=", 1.2),
+        )
+    )
     per_app = (stats["list big"].wall - stats["list 1"].wall) / max(count - 1, 1)
-    notes = [f"wall time, median of {stats['list 1'].runs} interleaved runs; all apps ended "
-             f"(SUCCEEDED); list costs {per_app * 1e6:.0f} us per extra app",
-             "status target: flat in the number of apps (1,000 apps vs 1 app, ratio <= 1.2)",
-             "TorchX: `torchx list -s local_cwd` raises (local apps are not persisted)",
-             cpu_note(stats)]
+    notes = [
+        f"wall time, median of {stats['list 1'].runs} interleaved runs; all apps ended "
+        f"(SUCCEEDED); list costs {per_app * 1e6:.0f} us per extra app",
+        "status target: flat in the number of apps (1,000 apps vs 1 app, ratio <= 1.2)",
+        "TorchX: `torchx list -s local_cwd` raises (local apps are not persisted)",
+        cpu_note(stats),
+    ]
     return [Table("4. list and status with many apps", rows, notes)]

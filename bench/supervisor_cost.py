@@ -22,8 +22,14 @@ NAME = "supervisor"
 
 def probe(ctx: Context, mode: str, argv: list[str], env: dict[str, str]) -> dict[str, float]:
     """One run under the reaper probe."""
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "reaper_probe.py"), mode, *argv],
-                          capture_output=True, text=True, env=env, cwd=ctx.scratch, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / "reaper_probe.py"), mode, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ctx.scratch,
+        timeout=600,
+    )
     if proc.returncode != 0:
         raise BenchError(f"probe {argv[:4]} failed: {proc.stderr.strip()[-600:]}")
     result = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -36,16 +42,42 @@ def run(ctx: Context) -> list[Table]:
     """Per-replica wall and launcher CPU, round-robin over the launchers."""
     n: int = ctx.pick(256, 256, 4)
     launchers: dict[str, tuple[str, list[str], dict[str, str]]] = {
-        "trainlaunch": ("detached", [*ctx.tl, "run", "utils.sh", "--num-replicas", str(n),
-                                     "true"], ctx.env())}
+        "trainlaunch": (
+            "detached",
+            [*ctx.tl, "run", "utils.sh", "--num-replicas", str(n), "true"],
+            ctx.env(),
+        )
+    }
     if ctx.peers.torchx is not None:
         launchers["torchx run -s local_cwd"] = (
-            "foreground", [str(ctx.peers.torchx), "run", "-s", "local_cwd", "utils.sh",
-                           "--num_replicas", str(n), "true"], ctx.peer_env())
+            "foreground",
+            [
+                str(ctx.peers.torchx),
+                "run",
+                "-s",
+                "local_cwd",
+                "utils.sh",
+                "--num_replicas",
+                str(n),
+                "true",
+            ],
+            ctx.peer_env(),
+        )
     if ctx.peers.torchrun is not None:
         launchers["torchrun --no-python"] = (
-            "foreground", [str(ctx.peers.torchrun), "--standalone", "--nproc-per-node", str(n),
-                           "--no-python", "bash", "-c", "true"], ctx.env())
+            "foreground",
+            [
+                str(ctx.peers.torchrun),
+                "--standalone",
+                "--nproc-per-node",
+                str(n),
+                "--no-python",
+                "bash",
+                "-c",
+                "true",
+            ],
+            ctx.env(),
+        )
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in launchers}
     for _ in range(ctx.pick(3, 1, 1)):
         for name, (mode, argv, env) in launchers.items():
@@ -62,9 +94,14 @@ def run(ctx: Context) -> list[Table]:
             rows.append(compare(what, med("trainlaunch", key), seconds))
         for peer in peers:
             rows.append(compare(what, med("trainlaunch", key), seconds, peer, med(peer, key)))
-    rows.append(compare("replica CPU per replica (bash -c true)",
-                        med("trainlaunch", "children_cpu"), seconds))
-    notes = [f"{n} replicas, median of {len(runs['trainlaunch'])} runs; ours = supervisor "
-             "(wall from `run` to the supervisor's exit), peers = their own process",
-             "no target was set: the rows show where the per-replica cost stands"]
+    rows.append(
+        compare(
+            "replica CPU per replica (bash -c true)", med("trainlaunch", "children_cpu"), seconds
+        )
+    )
+    notes = [
+        f"{n} replicas, median of {len(runs['trainlaunch'])} runs; ours = supervisor "
+        "(wall from `run` to the supervisor's exit), peers = their own process",
+        "no target was set: the rows show where the per-replica cost stands",
+    ]
     return [Table(f"8. supervisor cost per replica ({n} replicas)", rows, notes)]

@@ -19,15 +19,36 @@ from trainlaunch.agent import flags
 from trainlaunch.errors import ComponentError, UsageError
 
 # Extra option names (the resolver reads this table): torchrun's spellings and TorchX's.
-ALIASES = {"nproc": "nproc_per_node", "module": "m", "r": "redirects", "t": "tee",
-           "rdzv_port": "master_port"}
+ALIASES = {
+    "nproc": "nproc_per_node",
+    "module": "m",
+    "r": "redirects",
+    "t": "tee",
+    "rdzv_port": "master_port",
+}
 
 DEBUG_ENV = {  # debug=True: the switches that make distributed failures explain themselves
-    "TORCH_DISTRIBUTED_DEBUG": "DETAIL", "TORCH_SHOW_CPP_STACKTRACES": "1",
-    "NCCL_DEBUG": "INFO", "CUDA_LAUNCH_BLOCKING": "1", "LOGLEVEL": "INFO",
+    "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+    "TORCH_SHOW_CPP_STACKTRACES": "1",
+    "NCCL_DEBUG": "INFO",
+    "CUDA_LAUNCH_BLOCKING": "1",
+    "LOGLEVEL": "INFO",
 }
-_COMPONENT_ONLY = ("script_args", "script", "m", "j", "cpu", "gpu", "memMB", "env",
-                   "max_retries", "debug", "name", "image", "python")
+_COMPONENT_ONLY = (
+    "script_args",
+    "script",
+    "m",
+    "j",
+    "cpu",
+    "gpu",
+    "memMB",
+    "env",
+    "max_retries",
+    "debug",
+    "name",
+    "image",
+    "python",
+)
 
 
 def ddp(
@@ -142,17 +163,28 @@ def ddp(
     args = ("-m", "trainlaunch.agent", *flags.render(values), *program)
     nproc = values["nproc_per_node"]
     role_ = specs.Role(
-        name=role_name or app_name, entrypoint=python or ("python" if image else sys.executable),
-        args=args, image=image, env={**(DEBUG_ENV if debug else {}), **(env or {})},
-        num_replicas=hi, min_replicas=lo if lo != hi else None, max_retries=max_retries,
-        resource=specs.Resource(cpu=cpu if cpu is not None else _workers(nproc), gpu=gpu,
-                                memMB=memMB),
+        name=role_name or app_name,
+        entrypoint=python or ("python" if image else sys.executable),
+        args=args,
+        image=image,
+        env={**(DEBUG_ENV if debug else {}), **(env or {})},
+        num_replicas=hi,
+        min_replicas=lo if lo != hi else None,
+        max_retries=max_retries,
+        resource=specs.Resource(
+            cpu=cpu if cpu is not None else _workers(nproc), gpu=gpu, memMB=memMB
+        ),
     )
     return specs.AppDef(name=app_name, roles=(role_,))
 
 
-def _agent_values(given: Mapping[str, Any], script_args: tuple[str, ...], script: str | None,
-                  m: str | None, j: str | None) -> tuple[dict[str, Any], tuple[str, ...]]:
+def _agent_values(
+    given: Mapping[str, Any],
+    script_args: tuple[str, ...],
+    script: str | None,
+    m: str | None,
+    j: str | None,
+) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The agent flags (PET_* filling defaults, as torchrun) and [script, *args]."""
     defaults = _defaults()
     values = {f.dest: f.default for f in flags.FLAGS}
@@ -178,8 +210,10 @@ def _agent_values(given: Mapping[str, Any], script_args: tuple[str, ...], script
     if script is not None:
         return values, (script, *script_args)
     if not script_args:
-        raise UsageError("no training script: give SCRIPT [ARGS...], --script or -m MODULE",
-                         hint="e.g. trainlaunch run dist.ddp --nproc 2 train.py --lr 0.1")
+        raise UsageError(
+            "no training script: give SCRIPT [ARGS...], --script or -m MODULE",
+            hint="e.g. trainlaunch run dist.ddp --nproc 2 train.py --lr 0.1",
+        )
     return values, tuple(script_args)
 
 
@@ -202,8 +236,9 @@ def _check_placement(values: Mapping[str, Any], max_nodes: int) -> None:
     if values["node_rank"] not in (None, 0):
         raise UsageError("--node-rank is set per replica by the scheduler; leave it unset")
     if values["standalone"] and max_nodes > 1:
-        raise UsageError("--standalone is a single-node rendezvous; it cannot span "
-                         f"--nnodes {values['nnodes']}")
+        raise UsageError(
+            f"--standalone is a single-node rendezvous; it cannot span --nnodes {values['nnodes']}"
+        )
 
 
 def _workers(nproc: str) -> int:
@@ -216,5 +251,8 @@ def _workers(nproc: str) -> int:
 def _defaults() -> dict[str, Any]:
     import inspect
 
-    return {p.name: p.default for p in inspect.signature(ddp).parameters.values()
-            if p.name not in _COMPONENT_ONLY}
+    return {
+        p.name: p.default
+        for p in inspect.signature(ddp).parameters.values()
+        if p.name not in _COMPONENT_ONLY
+    }

@@ -57,9 +57,17 @@ def sh(
     """
     if not args:
         raise UsageError("utils.sh needs a command, e.g. trainlaunch run utils.sh echo hi")
-    return _app("sh", "bash", ("-c", " ".join(args)), image=image, num_replicas=num_replicas,
-                env=env, max_retries=max_retries, retry_policy=retry_policy,
-                resource=specs.Resource(cpu=cpu, gpu=gpu, memMB=memMB))
+    return _app(
+        "sh",
+        "bash",
+        ("-c", " ".join(args)),
+        image=image,
+        num_replicas=num_replicas,
+        env=env,
+        max_retries=max_retries,
+        retry_policy=retry_policy,
+        resource=specs.Resource(cpu=cpu, gpu=gpu, memMB=memMB),
+    )
 
 
 def python(
@@ -99,8 +107,9 @@ def python(
     """
     chosen = [opt for opt, v in (("-m", m), ("-c", c), ("--script", script)) if v is not None]
     if len(chosen) > 1:
-        raise UsageError("utils.python: give only one of -m, -c, --script "
-                         f"(got {', '.join(chosen)})")
+        raise UsageError(
+            f"utils.python: give only one of -m, -c, --script (got {', '.join(chosen)})"
+        )
     rest = tuple(args)
     program: tuple[str, ...]
     if m is not None:
@@ -112,13 +121,22 @@ def python(
             script, rest = rest[0], rest[1:]
         program, default = (script,), PurePath(script).stem
     else:
-        raise UsageError("utils.python needs a script, -m MODULE or -c CODE",
-                         hint="e.g. trainlaunch run utils.python train.py --lr 0.1")
+        raise UsageError(
+            "utils.python needs a script, -m MODULE or -c CODE",
+            hint="e.g. trainlaunch run utils.python train.py --lr 0.1",
+        )
     entrypoint = "python" if image else sys.executable
     full_env = {"PYTHONUNBUFFERED": "1", **(env or {})}
-    return _app(name or safe_name(default, "python"), entrypoint, program + rest, image=image,
-                num_replicas=num_replicas, env=full_env, max_retries=max_retries,
-                resource=specs.Resource(cpu=cpu, gpu=gpu, memMB=memMB))
+    return _app(
+        name or safe_name(default, "python"),
+        entrypoint,
+        program + rest,
+        image=image,
+        num_replicas=num_replicas,
+        env=full_env,
+        max_retries=max_retries,
+        resource=specs.Resource(cpu=cpu, gpu=gpu, memMB=memMB),
+    )
 
 
 def binary(
@@ -148,9 +166,16 @@ def binary(
         max_retries: how often the scheduler restarts a failure
     """
     default = PurePath(entrypoint).name if entrypoint else "binary"
-    return _app(name or safe_name(default, "binary"), entrypoint, args, image=image,
-                num_replicas=num_replicas, env=env, max_retries=max_retries,
-                resource=specs.Resource(cpu=cpu, gpu=gpu, memMB=memMB))
+    return _app(
+        name or safe_name(default, "binary"),
+        entrypoint,
+        args,
+        image=image,
+        num_replicas=num_replicas,
+        env=env,
+        max_retries=max_retries,
+        resource=specs.Resource(cpu=cpu, gpu=gpu, memMB=memMB),
+    )
 
 
 def touch(file: str, image: str = "") -> specs.AppDef:
@@ -190,15 +215,29 @@ def exit(code: int = 0, num_replicas: int = 1, image: str = "") -> specs.AppDef:
     return _app("exit", "sh", ("-c", f"exit {code}"), image=image, num_replicas=num_replicas)
 
 
-def _app(name: str, entrypoint: str, args: tuple[str, ...], *, image: str = "",
-         num_replicas: int = 1, env: dict[str, str] | None = None, max_retries: int = 0,
-         retry_policy: str = "APPLICATION",
-         resource: specs.Resource | None = None) -> specs.AppDef:
+def _app(
+    name: str,
+    entrypoint: str,
+    args: tuple[str, ...],
+    *,
+    image: str = "",
+    num_replicas: int = 1,
+    env: dict[str, str] | None = None,
+    max_retries: int = 0,
+    retry_policy: str = "APPLICATION",
+    resource: specs.Resource | None = None,
+) -> specs.AppDef:
     """One app with one role of the same name."""
     role = specs.Role(
-        name=name, entrypoint=entrypoint, args=tuple(args), image=image, env=env or {},
-        num_replicas=num_replicas, max_retries=max_retries,
-        retry_policy=specs.RetryPolicy(retry_policy), resource=resource or specs.Resource(),
+        name=name,
+        entrypoint=entrypoint,
+        args=tuple(args),
+        image=image,
+        env=env or {},
+        num_replicas=num_replicas,
+        max_retries=max_retries,
+        retry_policy=specs.RetryPolicy(retry_policy),
+        resource=resource or specs.Resource(),
     )
     return specs.AppDef(name=name, roles=(role,))
 

@@ -16,8 +16,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02,
-               what: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 30.0,
+    interval: float = 0.02,
+    what: str = "condition",
+) -> Any:
     """Poll predicate until it returns a truthy value; fail the test after timeout."""
     deadline = time.monotonic() + timeout
     while True:
@@ -35,23 +39,47 @@ class CLI:
     def __init__(self, home: Path, cwd: Path) -> None:
         self.home = home
         self.cwd = cwd
-        self.env = {**os.environ, "TRAINLAUNCH_HOME": str(home), "TRAINLAUNCH_CONFIG": "",
-                    "XDG_CONFIG_HOME": str(home / "xdg-config")}
+        self.env = {
+            **os.environ,
+            "TRAINLAUNCH_HOME": str(home),
+            "TRAINLAUNCH_CONFIG": "",
+            "XDG_CONFIG_HOME": str(home / "xdg-config"),
+        }
         for k in list(self.env):
-            if k.startswith(("TRAINLAUNCH_SEED", "TRAINLAUNCH_EXPORT", "TRAINLAUNCH_METRICS",
-                             "TRAINLAUNCH_SCHEDULER", "PET_")):
+            if k.startswith(
+                (
+                    "TRAINLAUNCH_SEED",
+                    "TRAINLAUNCH_EXPORT",
+                    "TRAINLAUNCH_METRICS",
+                    "TRAINLAUNCH_SCHEDULER",
+                    "PET_",
+                )
+            ):
                 del self.env[k]
 
-    def __call__(self, *args: str, check: bool = False, timeout: float = 120,
-                 env: dict[str, str] | None = None, cwd: Path | None = None,
-                 input: str | None = None) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([sys.executable, "-m", "trainlaunch", *args],
-                              capture_output=True, text=True, timeout=timeout,
-                              env={**self.env, **(env or {})}, cwd=cwd or self.cwd,
-                              input=input)
+    def __call__(
+        self,
+        *args: str,
+        check: bool = False,
+        timeout: float = 120,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "trainlaunch", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**self.env, **(env or {})},
+            cwd=cwd or self.cwd,
+            input=input,
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"trainlaunch {' '.join(args)} -> {proc.returncode}\n"
-                                 f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
+            raise AssertionError(
+                f"trainlaunch {' '.join(args)} -> {proc.returncode}\n"
+                f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
+            )
         return proc
 
     def run(self, *args: str) -> str:
@@ -66,13 +94,21 @@ class CLI:
 
     def wait(self, handle: str, timeout: float = 60) -> dict[str, Any]:
         """Poll status until terminal."""
-        return wait_until(lambda: (s := self.status(handle))["is_terminal"] and s,
-                          timeout=timeout, what=f"{handle} to end")
+        return wait_until(
+            lambda: (s := self.status(handle))["is_terminal"] and s,
+            timeout=timeout,
+            what=f"{handle} to end",
+        )
 
     def popen(self, *args: str, **kw: Any) -> subprocess.Popen[str]:
         """Start the CLI without waiting."""
-        return subprocess.Popen([sys.executable, "-m", "trainlaunch", *args], env=self.env,
-                                cwd=self.cwd, text=True, **kw)
+        return subprocess.Popen(
+            [sys.executable, "-m", "trainlaunch", *args],
+            env=self.env,
+            cwd=self.cwd,
+            text=True,
+            **kw,
+        )
 
 
 @pytest.fixture

@@ -12,11 +12,17 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "get_runner": "trainlaunch.runner", "Runner": "trainlaunch.runner",
-    "AppDef": "trainlaunch.specs", "Role": "trainlaunch.specs", "Resource": "trainlaunch.specs",
-    "RetryPolicy": "trainlaunch.specs", "AppState": "trainlaunch.specs",
-    "AppStatus": "trainlaunch.specs", "AppDryRunInfo": "trainlaunch.specs",
-    "macros": "trainlaunch.specs", "runopts": "trainlaunch.specs",
+    "get_runner": "trainlaunch.runner",
+    "Runner": "trainlaunch.runner",
+    "AppDef": "trainlaunch.specs",
+    "Role": "trainlaunch.specs",
+    "Resource": "trainlaunch.specs",
+    "RetryPolicy": "trainlaunch.specs",
+    "AppState": "trainlaunch.specs",
+    "AppStatus": "trainlaunch.specs",
+    "AppDryRunInfo": "trainlaunch.specs",
+    "macros": "trainlaunch.specs",
+    "runopts": "trainlaunch.specs",
     "RankSettings": "trainlaunch.settings",
 }
 

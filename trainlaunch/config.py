@@ -57,12 +57,20 @@ PYPROJECT = "pyproject.toml"
 USER_FILE = ("trainlaunch", "config.toml")  # under $XDG_CONFIG_HOME or ~/.config
 RUN_KEYS = ("seed", "export_strategy", "export_rank", "export_sample_rate", "metrics_path")
 _RUN_TYPES: dict[str, tuple[type, ...]] = {
-    "scheduler": (str,), "seed": (int,), "export_strategy": (str,), "export_rank": (int,),
-    "export_sample_rate": (int, float), "metrics_path": (str,),
+    "scheduler": (str,),
+    "seed": (int,),
+    "export_strategy": (str,),
+    "export_rank": (int,),
+    "export_sample_rate": (int, float),
+    "metrics_path": (str,),
 }
-_ENV = {"seed": settings.SEED, "export_strategy": settings.EXPORT_STRATEGY,
-        "export_rank": settings.EXPORT_RANK, "export_sample_rate": settings.EXPORT_SAMPLE_RATE,
-        "metrics_path": settings.METRICS_PATH}
+_ENV = {
+    "seed": settings.SEED,
+    "export_strategy": settings.EXPORT_STRATEGY,
+    "export_rank": settings.EXPORT_RANK,
+    "export_sample_rate": settings.EXPORT_SAMPLE_RATE,
+    "metrics_path": settings.METRICS_PATH,
+}
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(settings.RankSettings)}
 _TOP = ("run", "scheduler", "component")
 
@@ -126,8 +134,9 @@ class Config:
         """
         return {k: v for k, (v, _) in self.run_settings_with_origin(cli).items()}
 
-    def run_settings_with_origin(self, cli: Mapping[str, Any] | None = None
-                                 ) -> dict[str, tuple[Any, str]]:
+    def run_settings_with_origin(
+        self, cli: Mapping[str, Any] | None = None
+    ) -> dict[str, tuple[Any, str]]:
         """Like run_settings, each value paired with where it came from."""
         cli = dict(cli or {})
         unknown = set(cli) - set(RUN_KEYS)
@@ -194,8 +203,10 @@ def _project_file(start: Path, env: Mapping[str, str]) -> ConfigFile | None:
         path = Path(explicit).expanduser()
         path = path if path.is_absolute() else start / path
         if not path.is_file():
-            raise UsageError(f"{settings.CONFIG} names {explicit!r}, which is not a file",
-                             hint=f"looked for {path}; set {settings.CONFIG}='' for no file")
+            raise UsageError(
+                f"{settings.CONFIG} names {explicit!r}, which is not a file",
+                hint=f"looked for {path}; set {settings.CONFIG}='' for no file",
+            )
     else:
         found = find_project_file(start)
         if found is None:
@@ -206,8 +217,10 @@ def _project_file(start: Path, env: Mapping[str, str]) -> ConfigFile | None:
         return _validate(path, data, "")
     table = data.get("tool", {}).get("trainlaunch")
     if not isinstance(table, dict):
-        raise UsageError(f"{path}: no [tool.trainlaunch] table",
-                         hint="add one, or name a .trainlaunch.toml instead")
+        raise UsageError(
+            f"{path}: no [tool.trainlaunch] table",
+            hint="add one, or name a .trainlaunch.toml instead",
+        )
     return _validate(path, table, "tool.trainlaunch.")
 
 
@@ -232,8 +245,11 @@ def _validate(path: Path, data: Mapping[str, Any], prefix: str) -> ConfigFile:
     for name, opts in _table(where, prefix + "scheduler", data.get("scheduler", {})).items():
         key = f"{prefix}scheduler.{name}"
         if not isinstance(opts, dict):
-            hint = (f'the default scheduler is set in [run]: scheduler = "{opts}"'
-                    if isinstance(opts, str) else None)
+            hint = (
+                f'the default scheduler is set in [run]: scheduler = "{opts}"'
+                if isinstance(opts, str)
+                else None
+            )
             raise UsageError(f"{where}: {key} must be a table of options", hint=hint)
         canon = SCHEDULER_ALIASES.get(name, name)
         if canon in schedulers:
@@ -244,20 +260,28 @@ def _validate(path: Path, data: Mapping[str, Any], prefix: str) -> ConfigFile:
         key = f'{prefix}component."{name}"'
         if not isinstance(args, dict):
             raise UsageError(f"{where}: {key} must be a table of argument defaults")
-        if "." not in name and ":" not in name and args and all(
-                isinstance(v, dict) for v in args.values()):
+        if (
+            "." not in name
+            and ":" not in name
+            and args
+            and all(isinstance(v, dict) for v in args.values())
+        ):
             sub = next(iter(args))
-            raise UsageError(f"{where}: [{prefix}component.{name}.{sub}] splits the component "
-                             "name at its dot",
-                             hint=f'quote the name: [{prefix}component."{name}.{sub}"]')
+            raise UsageError(
+                f"{where}: [{prefix}component.{name}.{sub}] splits the component name at its dot",
+                hint=f'quote the name: [{prefix}component."{name}.{sub}"]',
+            )
         components[name] = dict(args)
     return ConfigFile(where, prefix, checked_run, schedulers, components)
 
 
 def _table(where: str, key: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        hint = ('the default scheduler is set in [run]: scheduler = "..."'
-                if key.endswith("scheduler") and isinstance(value, str) else None)
+        hint = (
+            'the default scheduler is set in [run]: scheduler = "..."'
+            if key.endswith("scheduler") and isinstance(value, str)
+            else None
+        )
         raise UsageError(f"{where}: {key} must be a table, got {type(value).__name__}", hint=hint)
     return value
 
@@ -266,8 +290,9 @@ def _known(where: str, prefix: str, table: Mapping[str, Any], valid: tuple[str, 
     for key in table:
         if key not in valid:
             close = difflib.get_close_matches(key, valid, n=1)
-            hint = (f"did you mean {close[0]!r}? " if close else "") + \
-                f"valid keys: {', '.join(valid)}"
+            hint = (
+                f"did you mean {close[0]!r}? " if close else ""
+            ) + f"valid keys: {', '.join(valid)}"
             raise UsageError(f"{where}: unknown key {prefix + key!r}", hint=hint)
 
 
@@ -310,12 +335,16 @@ def _parse_env(key: str, var: str, raw: str) -> Any:
 
 def _option_value(where: str, dotted: str, value: Any) -> Any:
     """Scheduler options: scalars, lists of strings, or tables of strings (runopts types)."""
-    ok = (isinstance(value, (str, int, float, bool))
-          or (isinstance(value, list) and all(isinstance(x, str) for x in value))
-          or (isinstance(value, dict) and all(isinstance(x, str) for x in value.values())))
+    ok = (
+        isinstance(value, (str, int, float, bool))
+        or (isinstance(value, list) and all(isinstance(x, str) for x in value))
+        or (isinstance(value, dict) and all(isinstance(x, str) for x in value.values()))
+    )
     if not ok:
-        raise UsageError(f"{where}: {dotted} must be a string, number, boolean, list of "
-                         f"strings or table of strings, got {value!r}")
+        raise UsageError(
+            f"{where}: {dotted} must be a string, number, boolean, list of "
+            f"strings or table of strings, got {value!r}"
+        )
     return value
 
 

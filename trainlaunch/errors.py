@@ -24,7 +24,9 @@ class ExitCode(enum.IntEnum):
     """Every exit code the CLI can return (documented in docs/cli.md)."""
 
     OK = 0
-    APP_FAILED = 1  # wait/run --wait: the app ended FAILED (use --exit-code app for the rank's code)
+    APP_FAILED = (
+        1  # wait/run --wait: the app ended FAILED (use --exit-code app for the rank's code)
+    )
     USAGE = 2  # bad flag, handle, option, config, component or argument
     SCHEDULER = 3  # a scheduler command or API call failed, or the backend is unavailable
     NOT_FOUND = 4  # no app with that handle

@@ -33,11 +33,7 @@ class AppHandle:
 
 def check_app_id(app_id: str) -> str:
     """Return app_id if it is safe to use as a name and a path component."""
-    if (
-        not isinstance(app_id, str)
-        or not _APP_ID_RE.match(app_id)
-        or ".." in app_id
-    ):
+    if not isinstance(app_id, str) or not _APP_ID_RE.match(app_id) or ".." in app_id:
         raise UsageError(
             f"invalid app id {app_id!r}: use letters, digits, '_', '.', ':', '-' (no '..')"
         )

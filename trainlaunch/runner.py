@@ -28,9 +28,12 @@ DEFAULT_SESSION = "trainlaunch"
 class Runner:
     """Submits apps to scheduler backends and queries them by handle."""
 
-    def __init__(self, name: str = DEFAULT_SESSION,
-                 component_defaults: Mapping[str, Mapping[str, Any]] | None = None,
-                 scheduler_params: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        name: str = DEFAULT_SESSION,
+        component_defaults: Mapping[str, Mapping[str, Any]] | None = None,
+        scheduler_params: Mapping[str, Any] | None = None,
+    ) -> None:
         self._name = name
         self._component_defaults = dict(component_defaults or {})
         self._scheduler_params = dict(scheduler_params or {})
@@ -56,21 +59,27 @@ class Runner:
         name = schedulers.canonical_name(name)
         if name not in self._schedulers:
             self._schedulers[name] = schedulers.get_scheduler(
-                name, self._name, **self._scheduler_params)
+                name, self._name, **self._scheduler_params
+            )
         return self._schedulers[name]
 
     # -- submission --------------------------------------------------------------------------
 
-    def dryrun_component(self, component: str, component_args: Sequence[str] | Mapping[str, Any],
-                         scheduler: str = schedulers.DEFAULT_SCHEDULER,
-                         cfg: Mapping[str, CfgVal] | None = None,
-                         rank_settings: settings.RankSettings | None = None) -> AppDryRunInfo:
+    def dryrun_component(
+        self,
+        component: str,
+        component_args: Sequence[str] | Mapping[str, Any],
+        scheduler: str = schedulers.DEFAULT_SCHEDULER,
+        cfg: Mapping[str, CfgVal] | None = None,
+        rank_settings: settings.RankSettings | None = None,
+    ) -> AppDryRunInfo:
         """Resolve the component, build its AppDef and dry-run it."""
         app = self.build_component(component, component_args)
         return self.dryrun(app, scheduler, cfg, rank_settings)
 
-    def build_component(self, component: str,
-                        component_args: Sequence[str] | Mapping[str, Any]) -> AppDef:
+    def build_component(
+        self, component: str, component_args: Sequence[str] | Mapping[str, Any]
+    ) -> AppDef:
         """Resolve a component and call it with args (argv list or keyword mapping)."""
         from trainlaunch.resolver import find_component
 
@@ -80,23 +89,36 @@ class Runner:
             return comp.call(dict(component_args), defaults)
         return comp.materialize(list(component_args), defaults)
 
-    def run_component(self, component: str, component_args: Sequence[str] | Mapping[str, Any],
-                      scheduler: str = schedulers.DEFAULT_SCHEDULER,
-                      cfg: Mapping[str, CfgVal] | None = None,
-                      rank_settings: settings.RankSettings | None = None) -> str:
+    def run_component(
+        self,
+        component: str,
+        component_args: Sequence[str] | Mapping[str, Any],
+        scheduler: str = schedulers.DEFAULT_SCHEDULER,
+        cfg: Mapping[str, CfgVal] | None = None,
+        rank_settings: settings.RankSettings | None = None,
+    ) -> str:
         """Resolve, dry-run and schedule a component; return its handle."""
-        return self.schedule(self.dryrun_component(component, component_args, scheduler, cfg,
-                                                   rank_settings))
+        return self.schedule(
+            self.dryrun_component(component, component_args, scheduler, cfg, rank_settings)
+        )
 
-    def run(self, app: AppDef, scheduler: str = schedulers.DEFAULT_SCHEDULER,
-            cfg: Mapping[str, CfgVal] | None = None,
-            rank_settings: settings.RankSettings | None = None) -> str:
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str = schedulers.DEFAULT_SCHEDULER,
+        cfg: Mapping[str, CfgVal] | None = None,
+        rank_settings: settings.RankSettings | None = None,
+    ) -> str:
         """Dry-run and schedule an AppDef; return its handle."""
         return self.schedule(self.dryrun(app, scheduler, cfg, rank_settings))
 
-    def dryrun(self, app: AppDef, scheduler: str = schedulers.DEFAULT_SCHEDULER,
-               cfg: Mapping[str, CfgVal] | None = None,
-               rank_settings: settings.RankSettings | None = None) -> AppDryRunInfo:
+    def dryrun(
+        self,
+        app: AppDef,
+        scheduler: str = schedulers.DEFAULT_SCHEDULER,
+        cfg: Mapping[str, CfgVal] | None = None,
+        rank_settings: settings.RankSettings | None = None,
+    ) -> AppDryRunInfo:
         """Inject the rank settings, resolve options and render the exact request (pure)."""
         if not isinstance(app, AppDef):
             raise UsageError(f"expected an AppDef, got {type(app).__name__}")
@@ -138,8 +160,9 @@ class Runner:
         """The AppDef as submitted (AppNotFound if the app is unknown)."""
         return self.describe_app(app_handle).app
 
-    def wait(self, app_handle: str, wait_interval: float = 0.1,
-             timeout: float | None = None) -> AppStatus:
+    def wait(
+        self, app_handle: str, wait_interval: float = 0.1, timeout: float | None = None
+    ) -> AppStatus:
         """Block until the app is terminal; WaitTimeout after timeout seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = min(wait_interval, 0.05)
@@ -163,17 +186,25 @@ class Runner:
         """The apps a backend knows that trainlaunch started."""
         return self._scheduler(scheduler).list()
 
-    def log_lines(self, app_handle: str, role_name: str, k: int = 0, regex: str | None = None,
-                  since: float | None = None, until: float | None = None,
-                  should_tail: bool = False, streams: Stream | str | None = None
-                  ) -> Iterator[str]:
+    def log_lines(
+        self,
+        app_handle: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        should_tail: bool = False,
+        streams: Stream | str | None = None,
+    ) -> Iterator[str]:
         """Lines of replica k of role_name; with should_tail, follow until the app ends."""
         sched, h = self._parse(app_handle)
         stream = Stream(streams) if streams else None
         return sched.log_iter(h.app_id, role_name, k, regex, since, until, should_tail, stream)
 
-    def log_files(self, app_handle: str, role_name: str, k: int = 0,
-                  streams: Stream | str | None = None) -> builtins.list[Path] | None:
+    def log_files(
+        self, app_handle: str, role_name: str, k: int = 0, streams: Stream | str | None = None
+    ) -> builtins.list[Path] | None:
         """Local files with replica k's whole log, if the backend keeps them (else None)."""
         sched, h = self._parse(app_handle)
         return sched.log_files(h.app_id, role_name, k, Stream(streams) if streams else None)
@@ -202,9 +233,11 @@ class Runner:
         return schedulers.scheduler_names()
 
 
-def get_runner(name: str | None = None,
-               component_defaults: Mapping[str, Mapping[str, Any]] | None = None,
-               **scheduler_params: Any) -> Runner:
+def get_runner(
+    name: str | None = None,
+    component_defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    **scheduler_params: Any,
+) -> Runner:
     """Create a Runner (use it as a context manager)."""
     return Runner(name or DEFAULT_SESSION, component_defaults, scheduler_params)
 

@@ -16,8 +16,14 @@ from typing import Any, Union
 from trainlaunch.errors import UsageError
 
 CfgVal = Union[str, int, float, bool, list[str], dict[str, str], None]  # noqa: UP007 (3.10 runtime alias)
-_TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "list[str]",
-          dict: "dict[str, str]"}
+_TYPES = {
+    str: "str",
+    int: "int",
+    float: "float",
+    bool: "bool",
+    list: "list[str]",
+    dict: "dict[str, str]",
+}
 _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n"}
 
@@ -43,8 +49,9 @@ class runopts:  # noqa: N801
     def __init__(self) -> None:
         self._opts: dict[str, runopt] = {}
 
-    def add(self, key: str, type_: type, help: str, default: CfgVal = None,
-            required: bool = False) -> None:
+    def add(
+        self, key: str, type_: type, help: str, default: CfgVal = None, required: bool = False
+    ) -> None:
         """Declare an option."""
         if type_ not in _TYPES:
             raise TypeError(f"unsupported runopt type {type_!r}")
@@ -174,9 +181,16 @@ def _coerce(key: str, opt: runopt, value: Any) -> CfgVal:
         or (t is int and isinstance(value, int) and not isinstance(value, bool))
         or (t is float and isinstance(value, (int, float)) and not isinstance(value, bool))
         or (t is str and isinstance(value, str))
-        or (t is list and isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value))
-        or (t is dict and isinstance(value, Mapping)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()))
+        or (
+            t is list
+            and isinstance(value, (list, tuple))
+            and all(isinstance(x, str) for x in value)
+        )
+        or (
+            t is dict
+            and isinstance(value, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+        )
     )
     if not ok:
         raise UsageError(f"option {key!r} expects {opt.type_name}, got {value!r}")

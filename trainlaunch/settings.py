@@ -46,7 +46,9 @@ HOME = "TRAINLAUNCH_HOME"  # the local app store (default: per-user state dir)
 SCHEDULER = "TRAINLAUNCH_SCHEDULER"  # default scheduler for `run`
 CONFIG = "TRAINLAUNCH_CONFIG"  # explicit config file ('' = none)
 DEBUG = "TRAINLAUNCH_DEBUG"  # show tracebacks at the error boundary
-GPU_COUNT = "TRAINLAUNCH_GPU_COUNT"  # override the visible-GPU count (tests; machines w/o nvidia-smi)
+GPU_COUNT = (
+    "TRAINLAUNCH_GPU_COUNT"  # override the visible-GPU count (tests; machines w/o nvidia-smi)
+)
 
 BUILTIN_STRATEGIES: frozenset[str] = frozenset(
     {"all_ranks", "single_rank", "sampled", "first_rank_per_node"}

@@ -89,14 +89,22 @@ class Resource:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {"cpu": self.cpu, "gpu": self.gpu, "memMB": self.memMB,
-                "capabilities": dict(self.capabilities)}
+        return {
+            "cpu": self.cpu,
+            "gpu": self.gpu,
+            "memMB": self.memMB,
+            "capabilities": dict(self.capabilities),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Resource:
         """Inverse of to_dict."""
-        return cls(cpu=d.get("cpu", 1), gpu=d.get("gpu", 0), memMB=d.get("memMB", 1024),
-                   capabilities=d.get("capabilities") or {})
+        return cls(
+            cpu=d.get("cpu", 1),
+            gpu=d.get("gpu", 0),
+            memMB=d.get("memMB", 1024),
+            capabilities=d.get("capabilities") or {},
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,24 +163,36 @@ class Role:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
         return {
-            "name": self.name, "entrypoint": self.entrypoint, "args": list(self.args),
-            "image": self.image, "env": dict(self.env), "num_replicas": self.num_replicas,
-            "min_replicas": self.min_replicas, "max_retries": self.max_retries,
-            "retry_policy": self.retry_policy.value, "resource": self.resource.to_dict(),
-            "port_map": dict(self.port_map), "metadata": dict(self.metadata),
+            "name": self.name,
+            "entrypoint": self.entrypoint,
+            "args": list(self.args),
+            "image": self.image,
+            "env": dict(self.env),
+            "num_replicas": self.num_replicas,
+            "min_replicas": self.min_replicas,
+            "max_retries": self.max_retries,
+            "retry_policy": self.retry_policy.value,
+            "resource": self.resource.to_dict(),
+            "port_map": dict(self.port_map),
+            "metadata": dict(self.metadata),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Role:
         """Inverse of to_dict."""
         return cls(
-            name=d["name"], entrypoint=d["entrypoint"], args=tuple(d.get("args", ())),
-            image=d.get("image", ""), env=d.get("env") or {},
-            num_replicas=d.get("num_replicas", 1), min_replicas=d.get("min_replicas"),
+            name=d["name"],
+            entrypoint=d["entrypoint"],
+            args=tuple(d.get("args", ())),
+            image=d.get("image", ""),
+            env=d.get("env") or {},
+            num_replicas=d.get("num_replicas", 1),
+            min_replicas=d.get("min_replicas"),
             max_retries=d.get("max_retries", 0),
             retry_policy=RetryPolicy(d.get("retry_policy", "APPLICATION")),
             resource=Resource.from_dict(d.get("resource") or {}),
-            port_map=d.get("port_map") or {}, metadata=d.get("metadata") or {},
+            port_map=d.get("port_map") or {},
+            metadata=d.get("metadata") or {},
         )
 
 
@@ -212,18 +232,26 @@ class AppDef:
         for r in self.roles:
             if r.name == name:
                 return r
-        raise UsageError(f"app has no role {name!r}; roles: {', '.join(r.name for r in self.roles)}")
+        raise UsageError(
+            f"app has no role {name!r}; roles: {', '.join(r.name for r in self.roles)}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {"name": self.name, "roles": [r.to_dict() for r in self.roles],
-                "metadata": dict(self.metadata)}
+        return {
+            "name": self.name,
+            "roles": [r.to_dict() for r in self.roles],
+            "metadata": dict(self.metadata),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AppDef:
         """Inverse of to_dict."""
-        return cls(name=d["name"], roles=tuple(Role.from_dict(r) for r in d["roles"]),
-                   metadata=d.get("metadata") or {})
+        return cls(
+            name=d["name"],
+            roles=tuple(Role.from_dict(r) for r in d["roles"]),
+            metadata=d.get("metadata") or {},
+        )
 
 
 _MACRO_RE = re.compile(r"\$\{(img_root|app_id|replica_id|rank0_env)\}")
@@ -329,9 +357,13 @@ class AppStatus:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form with stable keys."""
         return {
-            "state": self.state.name, "num_restarts": self.num_restarts, "msg": self.msg,
-            "structured_error_msg": self.structured_error_msg, "ui_url": self.ui_url,
-            "exit_code": self.exit_code, "roles": [r.to_dict() for r in self.roles],
+            "state": self.state.name,
+            "num_restarts": self.num_restarts,
+            "msg": self.msg,
+            "structured_error_msg": self.structured_error_msg,
+            "ui_url": self.ui_url,
+            "exit_code": self.exit_code,
+            "roles": [r.to_dict() for r in self.roles],
         }
 
 
@@ -354,7 +386,23 @@ from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle  # 
 from trainlaunch.runopts import CfgVal, runopt, runopts  # noqa: E402
 
 __all__ = [
-    "AppDef", "AppDryRunInfo", "AppHandle", "AppState", "AppStatus", "CfgVal", "ReplicaState",
-    "ReplicaStatus", "Resource", "RetryPolicy", "Role", "RoleStatus", "check_name",
-    "is_terminal", "macros", "make_app_handle", "parse_app_handle", "runopt", "runopts",
+    "AppDef",
+    "AppDryRunInfo",
+    "AppHandle",
+    "AppState",
+    "AppStatus",
+    "CfgVal",
+    "ReplicaState",
+    "ReplicaStatus",
+    "Resource",
+    "RetryPolicy",
+    "Role",
+    "RoleStatus",
+    "check_name",
+    "is_terminal",
+    "macros",
+    "make_app_handle",
+    "parse_app_handle",
+    "runopt",
+    "runopts",
 ]

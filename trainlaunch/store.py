@@ -50,14 +50,20 @@ def ensure_private_dir(path: Path) -> Path:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = path.stat()
     except OSError as e:
-        raise StoreError(f"cannot create the app store at {path}: {e.strerror}",
-                         hint=f"set {settings.HOME} to a writable directory") from None
+        raise StoreError(
+            f"cannot create the app store at {path}: {e.strerror}",
+            hint=f"set {settings.HOME} to a writable directory",
+        ) from None
     if st.st_uid != os.getuid():
-        raise StoreError(f"refusing to use app store {path}: owned by uid {st.st_uid}, not you",
-                         hint=f"set {settings.HOME} to a directory you own")
+        raise StoreError(
+            f"refusing to use app store {path}: owned by uid {st.st_uid}, not you",
+            hint=f"set {settings.HOME} to a directory you own",
+        )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise StoreError(f"refusing to use app store {path}: writable by other users",
-                         hint=f"run: chmod go-w {path}")
+        raise StoreError(
+            f"refusing to use app store {path}: writable by other users",
+            hint=f"run: chmod go-w {path}",
+        )
     return path
 
 
@@ -103,8 +109,10 @@ def write_json(path: Path, data: Any) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise StoreError(f"cannot write {path}: {e.strerror or e}",
-                         hint="check free disk space and permissions of the app store") from None
+        raise StoreError(
+            f"cannot write {path}: {e.strerror or e}",
+            hint="check free disk space and permissions of the app store",
+        ) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

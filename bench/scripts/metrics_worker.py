@@ -33,12 +33,15 @@ def values(kind: str, i: int) -> list[Any]:
         return base
     if kind == "np64":
         import numpy as np
+
         return [np.float64(v) for v in base]
     if kind == "np32":
         import numpy as np
+
         return [np.float32(v) for v in base]
     if kind == "tensor":
         import torch
+
         return [torch.tensor(v) for v in base]  # 0-d float32 tensors, as losses are
     raise ValueError(kind)
 
@@ -46,6 +49,7 @@ def values(kind: str, i: int) -> list[Any]:
 def load_ours() -> Any:
     """Our MetricLogger module (trainlaunch.rank.metrics)."""
     import trainlaunch.rank.metrics as metrics
+
     return metrics
 
 
@@ -62,8 +66,11 @@ def timed_logger(module: Any, kind: str, n: int, path: str, fsync: bool) -> floa
     """One timed run of module.MetricLogger; seconds."""
     build = kind == "float-build"  # samples made inside the timed loop, as a training loop does
     rows = [dict(zip(NAMES, values(kind, i), strict=True)) for i in range(n)]
-    samples = rows if build else [module.MetricsSample(step=i, epoch=0, metrics=m)
-                                  for i, m in enumerate(rows)]
+    samples = (
+        rows
+        if build
+        else [module.MetricsSample(step=i, epoch=0, metrics=m) for i, m in enumerate(rows)]
+    )
     if os.path.exists(path):
         os.unlink(path)
     gc.collect()

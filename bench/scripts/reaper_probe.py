@@ -56,8 +56,9 @@ def main() -> None:
         app_dir = Path(os.environ["TRAINLAUNCH_HOME"]) / "apps" / app_id
         pid = int(json.loads((app_dir / "supervisor.json").read_text())["pid"])
     else:
-        pid = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               stdin=subprocess.DEVNULL).pid
+        pid = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+        ).pid
     wait_exit(pid)
     out["wall"] = time.perf_counter() - t0
     out["self_cpu"], out["children_cpu"] = cpu_of_zombie(pid)

@@ -22,14 +22,23 @@ from bench.harness import Sample, Table, Target, compare, measure, seconds  # no
 
 def test_smoke_run_prints_every_table(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--smoke",
-                           "--json", str(out)], capture_output=True, text=True, timeout=180,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), "--smoke", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     rows = json.loads(out.read_text())["rows"]
     titles = {r["table"] for r in rows}
-    for prefix in ("1. CLI latency", "4. list and status", "5. logs", "6. MetricLogger",
-                   "8. supervisor cost"):
+    for prefix in (
+        "1. CLI latency",
+        "4. list and status",
+        "5. logs",
+        "6. MetricLogger",
+        "8. supervisor cost",
+    ):
         assert any(t.startswith(prefix) for t in titles), (prefix, titles)
     assert all(r["result"] in {"PASS", "MISS", "SKIP", "INFO"} for r in rows), rows
     measured = [r for r in rows if r["trainlaunch"] is not None]
@@ -56,6 +65,7 @@ def test_measure_is_round_robin_and_drops_warmup() -> None:
         def run() -> Sample:
             order.append(name)
             return Sample(wall=wall)
+
         return run
 
     stats = measure({"a": case("a", 1.0), "b": case("b", 3.0)}, repeats=3, warmup=1)

@@ -34,8 +34,7 @@ BACKENDS = ["local", "slurm"]
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-            ) -> str:
+def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
     if request.param == "slurm":
         reason = slurm_available()
@@ -49,9 +48,17 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
 
 
 def test_backend_contract(backend: str) -> None:
-    echo = AppDef("echo", [Role("echo", "bash", ("-c", "echo seed=$TRAINLAUNCH_SEED "
-                                                        "replica=$TRAINLAUNCH_REPLICA_ID"),
-                                num_replicas=2)])
+    echo = AppDef(
+        "echo",
+        [
+            Role(
+                "echo",
+                "bash",
+                ("-c", "echo seed=$TRAINLAUNCH_SEED replica=$TRAINLAUNCH_REPLICA_ID"),
+                num_replicas=2,
+            )
+        ],
+    )
     sleeper = AppDef("sleeper", [Role("sleeper", "sleep", ("600",))])
     with get_runner() as runner:
         h1 = runner.run(echo, backend, rank_settings=RankSettings(seed=1234))
@@ -61,8 +68,11 @@ def test_backend_contract(backend: str) -> None:
             lines = list(runner.log_lines(h1, "echo", k))
             assert f"seed=1234 replica={k}" in lines, lines
         h2 = runner.run(sleeper, backend)
-        wait_until(lambda: runner.status(h2).state == AppState.RUNNING, timeout=120,
-                   what="the sleeper to run")
+        wait_until(
+            lambda: runner.status(h2).state == AppState.RUNNING,
+            timeout=120,
+            what="the sleeper to run",
+        )
         runner.cancel(h2)
         assert runner.status(h2).state == AppState.CANCELLED
         listed = {r.app_handle: r.state for r in runner.list(backend)}

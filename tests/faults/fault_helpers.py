@@ -59,8 +59,9 @@ def supervisor_pid(cli: CLI, handle: str) -> int:
     return int(read_record(app_dir(cli, handle) / "supervisor.json")["pid"])
 
 
-def running_replicas(cli: CLI, handle: str, count: int, timeout: float = 30.0
-                     ) -> list[dict[str, Any]]:
+def running_replicas(
+    cli: CLI, handle: str, count: int, timeout: float = 30.0
+) -> list[dict[str, Any]]:
     """Wait until state.json shows `count` RUNNING replicas with pids; return their records."""
     path = app_dir(cli, handle) / "state.json"
 
@@ -82,6 +83,7 @@ def app_processes(handle: str) -> list[int]:
 
 def wait_processes(handle: str, count: int, timeout: float = 30.0) -> list[int]:
     """Wait until at least `count` processes of the app exist; return them."""
+
     def enough() -> list[int] | None:
         found = app_processes(handle)
         return found if len(found) >= count else None
@@ -100,7 +102,7 @@ def start_ticks(pid: int) -> int:
     """The process start time in clock ticks (field 22 of /proc/PID/stat)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         data = f.read()
-    return int(data[data.rfind(b")") + 2:].split()[19])
+    return int(data[data.rfind(b")") + 2 :].split()[19])
 
 
 # --- signals --------------------------------------------------------------------------------
@@ -120,8 +122,11 @@ def catches(pid: int, sig: int) -> bool:
 
 def wait_catches(pid: int, sig: int, timeout: float = 30.0) -> None:
     """Poll until pid handles sig: the way to know a CLI reached its waiting loop."""
-    wait_until(lambda: catches(pid, sig), timeout=timeout,
-               what=f"pid {pid} to install a {signal.Signals(sig).name} handler")
+    wait_until(
+        lambda: catches(pid, sig),
+        timeout=timeout,
+        what=f"pid {pid} to install a {signal.Signals(sig).name} handler",
+    )
 
 
 def sleeping(pid: int) -> bool:
@@ -135,8 +140,12 @@ def sleeping(pid: int) -> bool:
 
 def wait_sleeping(pid: int, timeout: float = 30.0) -> None:
     """Poll until pid is in a timed sleep: a polling loop (such as `wait`'s) has been reached."""
-    wait_until(lambda: sleeping(pid), timeout=timeout, interval=0.005,
-               what=f"pid {pid} to reach a polling loop")
+    wait_until(
+        lambda: sleeping(pid),
+        timeout=timeout,
+        interval=0.005,
+        what=f"pid {pid} to reach a polling loop",
+    )
 
 
 class LineReader:
@@ -164,6 +173,7 @@ class LineReader:
 
     def wait_for(self, predicate: Any, timeout: float = 30.0, what: str = "output") -> str:
         """The first line satisfying predicate (lines seen so far included)."""
+
         def found() -> str | None:
             self._drain()
             return next((ln for ln in self.lines if predicate(ln)), None)
@@ -210,16 +220,18 @@ def mount_tmpfs(path: Path, size: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN)")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
-                           str(path)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         pytest.skip(f"mount -t tmpfs not permitted here: {proc.stderr.strip()}")
 
 
 def remount(path: Path, opts: str) -> None:
     """mount -o remount,OPTS (e.g. ro, rw)."""
-    subprocess.run(["mount", "-o", f"remount,{opts}", str(path)], check=True,
-                   capture_output=True)
+    subprocess.run(["mount", "-o", f"remount,{opts}", str(path)], check=True, capture_output=True)
 
 
 def umount(path: Path) -> None:
@@ -263,13 +275,20 @@ def cli_env(home: Path, cwd: Path, extra: Mapping[str, str] | None = None) -> It
     """os.environ and cwd as the subprocess CLI fixture has them (restored afterwards)."""
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()
-    saved_handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP,
-                                                       signal.SIGINT)}
+    saved_handlers = {
+        s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    }
     for k in list(os.environ):
         if k.startswith(("TRAINLAUNCH_", "PET_")):
             del os.environ[k]
-    os.environ.update({"TRAINLAUNCH_HOME": str(home), "TRAINLAUNCH_CONFIG": "",
-                       "XDG_CONFIG_HOME": str(home.parent / "xdg-config"), **(extra or {})})
+    os.environ.update(
+        {
+            "TRAINLAUNCH_HOME": str(home),
+            "TRAINLAUNCH_CONFIG": "",
+            "XDG_CONFIG_HOME": str(home.parent / "xdg-config"),
+            **(extra or {}),
+        }
+    )
     os.chdir(cwd)
     try:
         yield
@@ -302,8 +321,9 @@ def run_inprocess(argv: Sequence[str]) -> tuple[int, str, str]:
     return int(code), text[0], text[1]
 
 
-def check_clean_exit(argv: Sequence[str], code: int, stderr: str,
-                     allowed: set[int] | None = None) -> None:
+def check_clean_exit(
+    argv: Sequence[str], code: int, stderr: str, allowed: set[int] | None = None
+) -> None:
     """The contract of every command: a documented code, no traceback, at most one error line."""
     where = f"argv={list(argv)!r}\nexit={code}\nstderr:\n{stderr}"
     assert code in EXIT_CODES, f"exit code not in ExitCode\n{where}"

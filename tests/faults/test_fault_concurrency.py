@@ -19,8 +19,14 @@ from tests.faults.fault_helpers import (
 @pytest.mark.parametrize("supervisor", ["alive", "killed"])
 def test_concurrent_stops(reaper: CLI, supervisor: str) -> None:
     cli = reaper
-    handle = cli.run("--cfg", "grace_period=1", "utils.sh", "--num-replicas", "2",
-                     "trap '' TERM; sleep 300 & wait")
+    handle = cli.run(
+        "--cfg",
+        "grace_period=1",
+        "utils.sh",
+        "--num-replicas",
+        "2",
+        "trap '' TERM; sleep 300 & wait",
+    )
     running_replicas(cli, handle, 2)
     procs = wait_processes(handle, 4)
     if supervisor == "killed":

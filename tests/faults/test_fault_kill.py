@@ -98,8 +98,10 @@ def test_supervisor_killed_before_it_recorded_any_replica(reaper: CLI) -> None:
     problems = []
     st = cli.status(handle)
     if st["is_terminal"]:
-        problems.append(f"status says {st['state']} ({st['msg']!r}) while {len(live)} "
-                        "replica process(es) of the app are running")
+        problems.append(
+            f"status says {st['state']} ({st['msg']!r}) while {len(live)} "
+            "replica process(es) of the app are running"
+        )
     stop = cli("stop", handle)
     if stop.returncode != 0:
         problems.append(f"stop exited {stop.returncode}: {stop.stderr.strip()}")
@@ -111,8 +113,9 @@ def test_supervisor_killed_before_it_recorded_any_replica(reaper: CLI) -> None:
 
 def test_replica_sigkill_fails_the_app_and_cancels_the_others(reaper: CLI) -> None:
     cli = reaper
-    handle = cli.run("--cfg", "grace_period=0.5", "utils.sh", "--num-replicas", "2",
-                     "sleep 300 & wait")
+    handle = cli.run(
+        "--cfg", "grace_period=0.5", "utils.sh", "--num-replicas", "2", "sleep 300 & wait"
+    )
     reps = running_replicas(cli, handle, 2)
     procs = wait_processes(handle, 4)
     victim = next(r for r in reps if r["replica_id"] == 0)
@@ -132,16 +135,30 @@ def test_replica_sigkill_fails_the_app_and_cancels_the_others(reaper: CLI) -> No
     assert cli("wait", "--app-exit-code", handle).returncode == 137
 
 
-@pytest.mark.parametrize("policy,others_restart", [
-    ("REPLICA", False),
-    pytest.param("ROLE", True, marks=pytest.mark.slow),
-    pytest.param("APPLICATION", True, marks=pytest.mark.slow),
-])
-def test_replica_sigkill_restarts_per_retry_policy(reaper: CLI, policy: str,
-                                                   others_restart: bool) -> None:
+@pytest.mark.parametrize(
+    "policy,others_restart",
+    [
+        ("REPLICA", False),
+        pytest.param("ROLE", True, marks=pytest.mark.slow),
+        pytest.param("APPLICATION", True, marks=pytest.mark.slow),
+    ],
+)
+def test_replica_sigkill_restarts_per_retry_policy(
+    reaper: CLI, policy: str, others_restart: bool
+) -> None:
     cli = reaper
-    handle = cli.run("--cfg", "grace_period=0.5", "utils.sh", "--num-replicas", "2",
-                     "--max-retries", "1", "--retry-policy", policy, "sleep 300")
+    handle = cli.run(
+        "--cfg",
+        "grace_period=0.5",
+        "utils.sh",
+        "--num-replicas",
+        "2",
+        "--max-retries",
+        "1",
+        "--retry-policy",
+        policy,
+        "sleep 300",
+    )
     before = {r["replica_id"]: r["pid"] for r in running_replicas(cli, handle, 2)}
     os.kill(before[0], signal.SIGKILL)
 
@@ -170,8 +187,16 @@ def test_replica_sigkill_restarts_per_retry_policy(reaper: CLI, policy: str,
 
 def test_cli_sigkill_during_run_wait_leaves_the_app_running(reaper: CLI) -> None:
     cli = reaper
-    proc = cli.popen("run", "--wait", "utils.sh", "--num-replicas", "2", "sleep 300",
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = cli.popen(
+        "run",
+        "--wait",
+        "utils.sh",
+        "--num-replicas",
+        "2",
+        "sleep 300",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out = LineReader(proc.stdout)
     handle = out.wait_for(lambda ln: ln.startswith("local://"), what="the handle")
     wait_catches(proc.pid, signal.SIGTERM)  # it is in its waiting loop now

@@ -44,8 +44,13 @@ def _power_off(cli: CLI, handle: str) -> None:
     wait_until(lambda: app_processes(handle) == [], what="the app's processes to die")
 
 
-def _rewrite(cli: CLI, handle: str, boot: str | None = None, pid: int | None = None,
-             ticks: int | None | str = "keep") -> None:
+def _rewrite(
+    cli: CLI,
+    handle: str,
+    boot: str | None = None,
+    pid: int | None = None,
+    ticks: int | None | str = "keep",
+) -> None:
     """Rewrite identity fields of supervisor.json and state.json (boot id, pids, ticks)."""
     d = app_dir(cli, handle)
     sup = read_record(d / "supervisor.json")
@@ -69,8 +74,9 @@ def _rewrite(cli: CLI, handle: str, boot: str | None = None, pid: int | None = N
 @pytest.fixture
 def decoy() -> Iterator[int]:
     """An unrelated process (its own process group) that a stale record may come to name."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True
+    )
     yield proc.pid
     proc.kill()
     proc.wait()
@@ -124,8 +130,9 @@ def test_a_reused_pid_is_never_signalled(reaper: CLI, decoy: int, case: str) -> 
     survived = pids_alive([decoy]) == [decoy]
     problems = []
     if st["state"] == "RUNNING" or not st["is_terminal"]:
-        problems.append(f"status says {st['state']} for an app none of whose processes exist "
-                        f"({st['msg']!r})")
+        problems.append(
+            f"status says {st['state']} for an app none of whose processes exist ({st['msg']!r})"
+        )
     if not survived:
         problems.append("stop killed an unrelated process that reused a recorded pid")
     if stop.returncode != 0:

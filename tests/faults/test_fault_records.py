@@ -56,8 +56,7 @@ WRONG_SHAPE = {
     "number": lambda raw: b"42",
     "string": lambda raw: b'"text"',
     "empty-object": lambda raw: b"{}",
-    "bad-field-types": lambda raw: json.dumps(
-        {k: 7 for k in json.loads(raw)}).encode(),
+    "bad-field-types": lambda raw: json.dumps({k: 7 for k in json.loads(raw)}).encode(),
 }
 
 
@@ -74,9 +73,9 @@ def _list(home: Path) -> dict[str, dict[str, object]]:
 
 @pytest.mark.parametrize("record", ["app.json", "state.json"])
 @pytest.mark.parametrize("how", list(NOT_JSON), ids=str)
-def test_unparseable_record_is_reported_and_contained(store: tuple[Path, str, str],
-                                                      tmp_path: Path, record: str,
-                                                      how: str) -> None:
+def test_unparseable_record_is_reported_and_contained(
+    store: tuple[Path, str, str], tmp_path: Path, record: str, how: str
+) -> None:
     home, victim, keep = store
     _damage(home, victim, record, NOT_JSON[how])
     with cli_env(home, tmp_path / "work"):
@@ -89,8 +88,13 @@ def test_unparseable_record_is_reported_and_contained(store: tuple[Path, str, st
         code, out, err = run_inprocess(["status", victim])
         check_clean_exit(["status", victim], code, err, allowed={5})
         assert record in err and len(err.strip().splitlines()) <= 2, err
-        for args in (["describe", victim], ["logs", victim], ["wait", victim],
-                     ["stop", victim], ["status", "--json", victim]):
+        for args in (
+            ["describe", victim],
+            ["logs", victim],
+            ["wait", victim],
+            ["stop", victim],
+            ["status", "--json", victim],
+        ):
             code, _, err = run_inprocess(args)
             check_clean_exit(args, code, err, allowed={5})
         for args in (["status", keep], ["logs", keep], ["describe", keep], ["wait", keep]):
@@ -102,7 +106,8 @@ def test_unparseable_record_is_reported_and_contained(store: tuple[Path, str, st
 @pytest.mark.parametrize("record", ["app.json", "state.json"])
 @pytest.mark.parametrize("how", list(WRONG_SHAPE), ids=str)
 def test_record_of_the_wrong_shape_is_a_store_error_not_a_crash(
-        store: tuple[Path, str, str], tmp_path: Path, record: str, how: str) -> None:
+    store: tuple[Path, str, str], tmp_path: Path, record: str, how: str
+) -> None:
     """Valid JSON that is not the record trainlaunch wrote (a hand edit, another version)."""
     home, victim, keep = store
     _damage(home, victim, record, WRONG_SHAPE[how])
@@ -111,8 +116,13 @@ def test_record_of_the_wrong_shape_is_a_store_error_not_a_crash(
         assert rows[keep]["state"] == "SUCCEEDED"
         row = rows[victim]
         assert str(row["msg"]).startswith("unreadable") or row["state"] != "RUNNING", row
-        for args in (["status", victim], ["describe", victim], ["logs", victim],
-                     ["wait", victim], ["stop", victim]):
+        for args in (
+            ["status", victim],
+            ["describe", victim],
+            ["logs", victim],
+            ["wait", victim],
+            ["stop", victim],
+        ):
             code, _, err = run_inprocess(args)
             check_clean_exit(args, code, err, allowed={0, 1, 5, 6})
         code, _, err = run_inprocess(["status", keep])
@@ -120,8 +130,9 @@ def test_record_of_the_wrong_shape_is_a_store_error_not_a_crash(
 
 
 @pytest.mark.parametrize("record", ["app.json", "state.json"])
-def test_truncated_record_through_the_real_cli(store: tuple[Path, str, str], tmp_path: Path,
-                                               record: str) -> None:
+def test_truncated_record_through_the_real_cli(
+    store: tuple[Path, str, str], tmp_path: Path, record: str
+) -> None:
     home, victim, keep = store
     _damage(home, victim, record, _half)
     cli = CLI(home, tmp_path / "work")
@@ -136,8 +147,9 @@ def test_truncated_record_through_the_real_cli(store: tuple[Path, str, str], tmp
     assert "unreadable" in lines[f"local://trainlaunch/{victim}"]
 
 
-def test_stray_entries_in_the_apps_dir_are_ignored(store: tuple[Path, str, str],
-                                                   tmp_path: Path) -> None:
+def test_stray_entries_in_the_apps_dir_are_ignored(
+    store: tuple[Path, str, str], tmp_path: Path
+) -> None:
     """Files, empty dirs (an app being created), dot-dirs and symlinks do not break `list`."""
     home, victim, keep = store
     apps = home / "apps"

@@ -12,21 +12,26 @@ from tests.conftest import CLI
 from tests.faults.fault_helpers import app_processes
 
 ERROR_FILES = {
-    "torn-json": "printf '{\"message\": {\"message\": \"boo' > $TORCHELASTIC_ERROR_FILE",
+    "torn-json": 'printf \'{"message": {"message": "boo\' > $TORCHELASTIC_ERROR_FILE',
     "garbage": "head -c 300 /dev/urandom > $TORCHELASTIC_ERROR_FILE",
     "json-list": "echo '[1, 2]' > $TORCHELASTIC_ERROR_FILE",
-    "json-odd-fields": "echo '{\"message\": 5, \"rank\": []}' > $TORCHELASTIC_ERROR_FILE",
+    "json-odd-fields": 'echo \'{"message": 5, "rank": []}\' > $TORCHELASTIC_ERROR_FILE',
     "a-directory": "mkdir -p $TORCHELASTIC_ERROR_FILE",
 }
 
 
-@pytest.mark.parametrize("how", [
-    h if h == "torn-json" else pytest.param(h, marks=pytest.mark.slow) for h in ERROR_FILES])
+@pytest.mark.parametrize(
+    "how", [h if h == "torn-json" else pytest.param(h, marks=pytest.mark.slow) for h in ERROR_FILES]
+)
 def test_odd_error_file_does_not_crash_the_supervisor(reaper: CLI, how: str) -> None:
     cli = reaper
-    handle = cli.run("utils.sh", "--num-replicas", "2",
-                     f"if [ $TRAINLAUNCH_REPLICA_ID = 0 ]; then {ERROR_FILES[how]}; "
-                     "echo the real reason >&2; exit 3; fi; sleep 300")
+    handle = cli.run(
+        "utils.sh",
+        "--num-replicas",
+        "2",
+        f"if [ $TRAINLAUNCH_REPLICA_ID = 0 ]; then {ERROR_FILES[how]}; "
+        "echo the real reason >&2; exit 3; fi; sleep 300",
+    )
     final = cli.wait(handle)
     assert "supervisor crashed" not in final["msg"], final["msg"]
     assert final["state"] == "FAILED"

@@ -37,17 +37,37 @@ def _interrupted(proc: subprocess.Popen[str], sig: int, timeout: float) -> tuple
     return proc.returncode, proc.stderr.read(), took  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("sig,mode", [
-    pytest.param(sig, mode, id=f"{sig.name}{mode}", marks=[pytest.mark.slow] if slow else [])
-    for sig, mode, slow in [(signal.SIGINT, "--wait", False), (signal.SIGTERM, "--wait", False),
-                            (signal.SIGHUP, "--wait", False), (signal.SIGINT, "--log", False),
-                            (signal.SIGTERM, "--log", True), (signal.SIGHUP, "--log", True)]])
+@pytest.mark.parametrize(
+    "sig,mode",
+    [
+        pytest.param(sig, mode, id=f"{sig.name}{mode}", marks=[pytest.mark.slow] if slow else [])
+        for sig, mode, slow in [
+            (signal.SIGINT, "--wait", False),
+            (signal.SIGTERM, "--wait", False),
+            (signal.SIGHUP, "--wait", False),
+            (signal.SIGINT, "--log", False),
+            (signal.SIGTERM, "--log", True),
+            (signal.SIGHUP, "--log", True),
+        ]
+    ],
+)
 def test_signal_to_run_wait_stops_the_app(reaper: CLI, sig: int, mode: str) -> None:
     cli = reaper
-    proc = cli.popen("run", mode, "--cfg", "grace_period=2", "utils.sh", "--num-replicas", "2",
-                     "echo up; sleep 300 & wait", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    handle = LineReader(proc.stdout).wait_for(lambda ln: ln.startswith("local://"),
-                                              what="the handle")
+    proc = cli.popen(
+        "run",
+        mode,
+        "--cfg",
+        "grace_period=2",
+        "utils.sh",
+        "--num-replicas",
+        "2",
+        "echo up; sleep 300 & wait",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    handle = LineReader(proc.stdout).wait_for(
+        lambda ln: ln.startswith("local://"), what="the handle"
+    )
     wait_catches(proc.pid, signal.SIGTERM)
     procs = wait_processes(handle, 4)
 
@@ -62,17 +82,31 @@ def test_signal_to_run_wait_stops_the_app(reaper: CLI, sig: int, mode: str) -> N
 
 
 def _chatty(cli: CLI, replicas: int) -> str:
-    return cli.run("utils.sh", "--num-replicas", str(replicas),
-                   "while true; do echo tick $TRAINLAUNCH_REPLICA_ID; sleep 0.05; done")
+    return cli.run(
+        "utils.sh",
+        "--num-replicas",
+        str(replicas),
+        "while true; do echo tick $TRAINLAUNCH_REPLICA_ID; sleep 0.05; done",
+    )
 
 
-@pytest.mark.parametrize("sig,replicas", [
-    pytest.param(sig, n, id=f"{sig.name}-{n}replica", marks=[pytest.mark.slow] if slow else [])
-    for sig, n, slow in [(signal.SIGINT, 1, False), (signal.SIGTERM, 1, False),
-                         (signal.SIGHUP, 1, False), (signal.SIGINT, 2, False),
-                         (signal.SIGTERM, 2, True), (signal.SIGHUP, 2, True)]])
-def test_signal_to_logs_follow_exits_130_and_leaves_the_app_alone(reaper: CLI, sig: int,
-                                                                 replicas: int) -> None:
+@pytest.mark.parametrize(
+    "sig,replicas",
+    [
+        pytest.param(sig, n, id=f"{sig.name}-{n}replica", marks=[pytest.mark.slow] if slow else [])
+        for sig, n, slow in [
+            (signal.SIGINT, 1, False),
+            (signal.SIGTERM, 1, False),
+            (signal.SIGHUP, 1, False),
+            (signal.SIGINT, 2, False),
+            (signal.SIGTERM, 2, True),
+            (signal.SIGHUP, 2, True),
+        ]
+    ],
+)
+def test_signal_to_logs_follow_exits_130_and_leaves_the_app_alone(
+    reaper: CLI, sig: int, replicas: int
+) -> None:
     cli = reaper
     handle = _chatty(cli, replicas)
     before = [r["pid"] for r in running_replicas(cli, handle, replicas)]
@@ -96,8 +130,9 @@ def test_signal_to_logs_follow_exits_130_and_leaves_the_app_alone(reaper: CLI, s
     cli("stop", handle, check=True)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM],
-                         ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name
+)
 def test_signal_to_wait_stops_waiting_not_the_app(reaper: CLI, sig: int) -> None:
     """`wait`: Ctrl-C stops waiting, not the app; 130 is documented for Ctrl-C and SIGTERM."""
     cli = reaper
@@ -113,5 +148,6 @@ def test_signal_to_wait_stops_waiting_not_the_app(reaper: CLI, sig: int) -> None
     assert "Traceback" not in err, err
     assert proc.returncode == 130, (
         f"`wait` exited {proc.returncode} on {signal.Signals(sig).name}; docs/cli.md's exit-code "
-        f"table says 130 for Ctrl-C / SIGTERM to the CLI")
+        f"table says 130 for Ctrl-C / SIGTERM to the CLI"
+    )
     cli("stop", handle, check=True)

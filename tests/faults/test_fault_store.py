@@ -112,8 +112,10 @@ def test_disk_full_while_the_supervisor_runs_then_stop(tmpfs_home: CLI) -> None:
     st = cli.status(handle)
     assert st["is_terminal"], st
     # the supervisor dies within the grace period (1 s); waiting for it is grace + 10 s
-    assert took < 8, (f"stop took {took:.1f}s: it waited out grace + 10 s for a record "
-                      "from a supervisor that had already died")
+    assert took < 8, (
+        f"stop took {took:.1f}s: it waited out grace + 10 s for a record "
+        "from a supervisor that had already died"
+    )
 
 
 def test_read_only_store(tmpfs_home: CLI) -> None:
@@ -125,8 +127,13 @@ def test_read_only_store(tmpfs_home: CLI) -> None:
         proc = cli("run", "utils.echo")
         assert proc.returncode == 5, proc.stderr
         _one_error(proc.stderr, "Read-only file system")
-        for args in (["status", done], ["list"], ["logs", done], ["describe", done],
-                     ["wait", done]):
+        for args in (
+            ["status", done],
+            ["list"],
+            ["logs", done],
+            ["describe", done],
+            ["wait", done],
+        ):
             got = cli(*args)
             assert got.returncode == 0, f"{args}: {got.stderr}"
         stop = cli("stop", done)  # the app has ended: nothing to do, nothing to write
@@ -138,8 +145,11 @@ def test_read_only_store(tmpfs_home: CLI) -> None:
         remount(cli.home, "rw")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions; the tmpfs "
-                    "remount test covers a read-only store there")
+@pytest.mark.skipif(
+    os.geteuid() == 0,
+    reason="root ignores directory permissions; the tmpfs "
+    "remount test covers a read-only store there",
+)
 def test_apps_dir_without_write_permission(reaper: CLI) -> None:
     cli = reaper
     done = cli.run("utils.echo")
@@ -159,13 +169,17 @@ def test_apps_dir_without_write_permission(reaper: CLI) -> None:
 def test_supervisor_cannot_write_its_record_app_is_not_left_running(tmpfs_home: CLI) -> None:
     """The disk fills while an app runs: whatever it recorded last, status ends up true."""
     cli = tmpfs_home
-    handle = cli.run("utils.sh", "--num-replicas", "2",
-                     "sleep 300 & trap 'kill $!; exit 3' USR1; wait; wait")
+    handle = cli.run(
+        "utils.sh", "--num-replicas", "2", "sleep 300 & trap 'kill $!; exit 3' USR1; wait; wait"
+    )
     reps = running_replicas(cli, handle, 2)
     fill_disk(cli.home)
     os.kill(reps[0]["pid"], signal.SIGUSR1)  # replica 0 fails: the supervisor must record it
-    wait_until(lambda: not pids_alive([supervisor_pid(cli, handle)]), timeout=30,
-               what="the supervisor to give up")
+    wait_until(
+        lambda: not pids_alive([supervisor_pid(cli, handle)]),
+        timeout=30,
+        what="the supervisor to give up",
+    )
     st = cli.status(handle)
     assert st["is_terminal"], st
     assert st["state"] == "FAILED"

@@ -45,10 +45,24 @@ class Store:
         for h in (ok, bad):
             assert self.cli.wait(h)["is_terminal"]
         ids = [h.rsplit("/", 1)[1] for h in (ok, bad)]
-        self.handles = [ok, bad, *ids, f"{ids[0]}/echo", f"{ids[0]}/echo/0,1",
-                        f"{ids[0]}/echo/1", f"{ids[1]}/sh/0", f"{ids[0]}/nosuch",
-                        "nope-123", "local://trainlaunch/nope-123", "local:///" + ids[0],
-                        "local://other/" + ids[1], "nosuch://s/x", "../x", "a/b/c/d", ""]
+        self.handles = [
+            ok,
+            bad,
+            *ids,
+            f"{ids[0]}/echo",
+            f"{ids[0]}/echo/0,1",
+            f"{ids[0]}/echo/1",
+            f"{ids[1]}/sh/0",
+            f"{ids[0]}/nosuch",
+            "nope-123",
+            "local://trainlaunch/nope-123",
+            "local:///" + ids[0],
+            "local://other/" + ids[1],
+            "nosuch://s/x",
+            "../x",
+            "a/b/c/d",
+            "",
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -72,23 +86,99 @@ def _options(name: str) -> list[str]:
     return sorted(set(out) - {"--debug"})
 
 
-COMPONENTS = ["utils.echo", "utils.sh", "utils.python", "utils.binary", "utils.sleep",
-              "utils.exit", "utils.touch", "dist.ddp", "utils.nosuch", "nosuch", "utils.",
-              "comp.py:fn", "./comp.py:fn", "comp.py:nosuch", "nofile.py:fn", "a:b", ":", ".",
-              "/etc/passwd:fn", "comp.py", "comp:fn"]
-VALUES = ["0", "1", "-1", "2", "1.5", "nan", "inf", "1e400", "9" * 25, "true", "false", "",
-          "local", "local_cwd", "nosuch", "LOCAL", "grace_period=1", "cwd=/nonexistent",
-          "gpu_count=x", "grace_period=nan", "auto_set_cuda_visible_devices=maybe", "a=b,c",
-          "all_ranks", "single_rank", "sampled", "first_rank_per_node", "pkg:name", "30s",
-          "5m", "-2h", "2020-01-01T00:00:00", "yesterday", ".*", "[", "(?P<", "stdout",
-          "stderr", "combined", "SUCCEEDED", "failed", "running", "--msg", "--num-replicas",
-          "-j", "1x2", "--script", "train.py", "-m", "--", "-", "-h", "--help", "--json",
-          "--show-secrets", "A=1,B=2", "${app_id}", "{rank}", "metric", "out.png"]
+COMPONENTS = [
+    "utils.echo",
+    "utils.sh",
+    "utils.python",
+    "utils.binary",
+    "utils.sleep",
+    "utils.exit",
+    "utils.touch",
+    "dist.ddp",
+    "utils.nosuch",
+    "nosuch",
+    "utils.",
+    "comp.py:fn",
+    "./comp.py:fn",
+    "comp.py:nosuch",
+    "nofile.py:fn",
+    "a:b",
+    ":",
+    ".",
+    "/etc/passwd:fn",
+    "comp.py",
+    "comp:fn",
+]
+VALUES = [
+    "0",
+    "1",
+    "-1",
+    "2",
+    "1.5",
+    "nan",
+    "inf",
+    "1e400",
+    "9" * 25,
+    "true",
+    "false",
+    "",
+    "local",
+    "local_cwd",
+    "nosuch",
+    "LOCAL",
+    "grace_period=1",
+    "cwd=/nonexistent",
+    "gpu_count=x",
+    "grace_period=nan",
+    "auto_set_cuda_visible_devices=maybe",
+    "a=b,c",
+    "all_ranks",
+    "single_rank",
+    "sampled",
+    "first_rank_per_node",
+    "pkg:name",
+    "30s",
+    "5m",
+    "-2h",
+    "2020-01-01T00:00:00",
+    "yesterday",
+    ".*",
+    "[",
+    "(?P<",
+    "stdout",
+    "stderr",
+    "combined",
+    "SUCCEEDED",
+    "failed",
+    "running",
+    "--msg",
+    "--num-replicas",
+    "-j",
+    "1x2",
+    "--script",
+    "train.py",
+    "-m",
+    "--",
+    "-",
+    "-h",
+    "--help",
+    "--json",
+    "--show-secrets",
+    "A=1,B=2",
+    "${app_id}",
+    "{rank}",
+    "metric",
+    "out.png",
+]
 
 
 def argv_strategy(name: str, store: Store) -> st.SearchStrategy[list[str]]:
-    token = st.one_of(st.sampled_from(_options(name)), st.sampled_from(VALUES),
-                      st.sampled_from(store.handles), hostile_text(max_size=3))
+    token = st.one_of(
+        st.sampled_from(_options(name)),
+        st.sampled_from(VALUES),
+        st.sampled_from(store.handles),
+        hostile_text(max_size=3),
+    )
     if name == "run":
         tokens = st.lists(token | st.sampled_from(COMPONENTS), max_size=8)
         return tokens.map(lambda t: ["run", "--dryrun", *t])
@@ -120,10 +210,16 @@ def _subcommand_test(n: int) -> Any:
 
 def _toplevel_test(n: int) -> Any:
     @examples(n)
-    @given(argv=st.lists(st.one_of(st.sampled_from([*SUBCOMMANDS, "--version", "--help", "-h",
-                                                    "nosuch", "--json"]),
-                                   st.sampled_from(VALUES), hostile_text(max_size=3)),
-                         max_size=4))
+    @given(
+        argv=st.lists(
+            st.one_of(
+                st.sampled_from([*SUBCOMMANDS, "--version", "--help", "-h", "nosuch", "--json"]),
+                st.sampled_from(VALUES),
+                hostile_text(max_size=3),
+            ),
+            max_size=4,
+        )
+    )
     def test(store: Store, argv: list[str]) -> None:
         if argv and argv[0] == "run":
             argv.insert(1, "--dryrun")
@@ -144,8 +240,13 @@ def _subprocess_test(n: int) -> Any:
     def test(store: Store, data: st.DataObject) -> None:
         name = data.draw(st.sampled_from(SUBCOMMANDS))
         argv = [a for a in _safe(data.draw(argv_strategy(name, store))) if "\0" not in a]
-        proc = subprocess.run([sys.executable, "-m", "trainlaunch", *argv], env=store.cli.env,
-                              cwd=store.cli.cwd, capture_output=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "trainlaunch", *argv],
+            env=store.cli.env,
+            cwd=store.cli.cwd,
+            capture_output=True,
+            timeout=60,
+        )
         err = proc.stderr.decode("utf-8", "replace")
         check_clean_exit(argv, proc.returncode, err)
 
@@ -169,7 +270,12 @@ def test_every_command_module_imports() -> None:
 
 def test_the_store_fixture_is_meaningful(store: Store) -> None:
     """The fuzzers reach real apps: known-good command lines succeed."""
-    for argv in (["status", store.handles[0]], ["logs", store.handles[2]], ["list", "--json"],
-                 ["run", "--dryrun", "comp.py:fn", "--msg", "y"], ["wait", store.handles[0]]):
+    for argv in (
+        ["status", store.handles[0]],
+        ["logs", store.handles[2]],
+        ["list", "--json"],
+        ["run", "--dryrun", "comp.py:fn", "--msg", "y"],
+        ["wait", store.handles[0]],
+    ):
         code, out, err = run_inprocess(argv)
         assert code == 0, (argv, err)

@@ -30,9 +30,12 @@ STORE = Path("/nonexistent-store/apps")
 
 def handle_texts() -> st.SearchStrategy[str]:
     parts = hostile_text(max_size=4)
-    structured = st.builds(lambda s, sess, app: f"{s}://{sess}/{app}",
-                           st.sampled_from(["local", "slurm", "kubernetes", "Local", "x_1", ""])
-                           | parts, parts, parts)
+    structured = st.builds(
+        lambda s, sess, app: f"{s}://{sess}/{app}",
+        st.sampled_from(["local", "slurm", "kubernetes", "Local", "x_1", ""]) | parts,
+        parts,
+        parts,
+    )
     return st.one_of(hostile_text(), structured, st.text())
 
 
@@ -87,10 +90,32 @@ _TYPES = {"name": str, "count": int, "ratio": float, "flag": bool, "items": list
 
 def cfg_texts() -> st.SearchStrategy[str]:
     key = st.sampled_from([*_TYPES, "nosuch", "", " count ", "Count"]) | st.text(max_size=4)
-    value = hostile_text(["'", '"', ";", ":", "=", ",", "true", "no", "1", "-3", "1.5", "nan",
-                          "inf", "1e400", "0x10", "1_000", " ", "a", "k:v", "k=v"], max_size=6)
-    pair = st.builds(lambda k, eq, v: f"{k}{eq}{v}", key, st.sampled_from(["=", "", "=="]),
-                     value)
+    value = hostile_text(
+        [
+            "'",
+            '"',
+            ";",
+            ":",
+            "=",
+            ",",
+            "true",
+            "no",
+            "1",
+            "-3",
+            "1.5",
+            "nan",
+            "inf",
+            "1e400",
+            "0x10",
+            "1_000",
+            " ",
+            "a",
+            "k:v",
+            "k=v",
+        ],
+        max_size=6,
+    )
+    pair = st.builds(lambda k, eq, v: f"{k}{eq}{v}", key, st.sampled_from(["=", "", "=="]), value)
     return st.one_of(st.lists(pair, max_size=5).map(",".join), st.text(max_size=40))
 
 
@@ -105,8 +130,7 @@ def cfg_prop(text: str) -> None:
         if k == "items":
             assert all(isinstance(x, str) for x in v)  # type: ignore[union-attr]
         if k == "labels":
-            assert all(isinstance(a, str) and isinstance(b, str)
-                       for a, b in v.items())  # type: ignore[union-attr]
+            assert all(isinstance(a, str) and isinstance(b, str) for a, b in v.items())  # type: ignore[union-attr]
     # what was parsed resolves (the second half of `--cfg` handling)
     resolved = SCHEMA.resolve(cfg, "fuzz")
     assert set(resolved) == set(_TYPES)
@@ -135,9 +159,33 @@ def argv_for(component: str) -> st.SearchStrategy[list[str]]:
 
     spec = find_component(component).spec()
     flags = sorted(spec.lookup) + ["--", "-h", "--help", "--no-such", "-", "-x"]
-    values = hostile_text(["1", "0", "-1", "2.5", "nan", "inf", "1e400", "true", "no",
-                           "APPLICATION", "REPLICA", "ROLE", "A=1", "A=1,B=2", "=x", ",", "",
-                           "a,b", "train.py", "-m", "x.y", "9" * 30], max_size=4)
+    values = hostile_text(
+        [
+            "1",
+            "0",
+            "-1",
+            "2.5",
+            "nan",
+            "inf",
+            "1e400",
+            "true",
+            "no",
+            "APPLICATION",
+            "REPLICA",
+            "ROLE",
+            "A=1",
+            "A=1,B=2",
+            "=x",
+            ",",
+            "",
+            "a,b",
+            "train.py",
+            "-m",
+            "x.y",
+            "9" * 30,
+        ],
+        max_size=4,
+    )
     flag_eq = st.builds(lambda f, v: f"{f}={v}", st.sampled_from(flags), values)
     return st.lists(st.one_of(st.sampled_from(flags), values, flag_eq), max_size=8)
 
@@ -179,51 +227,101 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) \
-            else repr(v)
+        return (
+            "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+        )
     if isinstance(v, str):
         return _toml_string(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{_toml_string(k)} = {_toml_value(x)}" for k, x in v.items()) \
-            + "}"
+        return "{" + ", ".join(f"{_toml_string(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
     raise TypeError(v)
 
 
-toml_scalars = st.one_of(st.booleans(), st.integers(min_value=-2**63, max_value=2**63 - 1),
-                         st.floats(), st.text(max_size=10),
-                         st.sampled_from(["local", "slurm", "k8s", "all_ranks", "sampled",
-                                          "pkg:name", "", "utils.echo", "10", "true"]))
-toml_values = st.recursive(toml_scalars, lambda c: st.one_of(
-    st.lists(c, max_size=3), st.dictionaries(st.text(max_size=6), c, max_size=3)),
-    max_leaves=6)
-RUN_KEYS = ["scheduler", "seed", "export_strategy", "export_rank", "export_sample_rate",
-            "metrics_path", "nosuch"]
+toml_scalars = st.one_of(
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(),
+    st.text(max_size=10),
+    st.sampled_from(
+        [
+            "local",
+            "slurm",
+            "k8s",
+            "all_ranks",
+            "sampled",
+            "pkg:name",
+            "",
+            "utils.echo",
+            "10",
+            "true",
+        ]
+    ),
+)
+toml_values = st.recursive(
+    toml_scalars,
+    lambda c: st.one_of(
+        st.lists(c, max_size=3), st.dictionaries(st.text(max_size=6), c, max_size=3)
+    ),
+    max_leaves=6,
+)
+RUN_KEYS = [
+    "scheduler",
+    "seed",
+    "export_strategy",
+    "export_rank",
+    "export_sample_rate",
+    "metrics_path",
+    "nosuch",
+]
 SCHED_KEYS = ["cwd", "grace_period", "auto_set_cuda_visible_devices", "gpu_count", "nosuch"]
 COMP_KEYS = ["msg", "num_replicas", "env", "image", "args", "nosuch", "--msg"]
 
 
 def toml_docs() -> st.SearchStrategy[str]:
-    run = st.dictionaries(st.sampled_from(RUN_KEYS) | st.text(max_size=5), toml_values,
-                          max_size=4)
-    sched = st.dictionaries(st.sampled_from(["local", "k8s", "slurm", "nosuch"]),
-                            st.dictionaries(st.sampled_from(SCHED_KEYS), toml_values,
-                                            max_size=3) | toml_scalars, max_size=2)
-    comp = st.dictionaries(st.sampled_from(["utils.echo", "utils.sh", "echo", "dist.ddp"]),
-                           st.dictionaries(st.sampled_from(COMP_KEYS), toml_values,
-                                           max_size=3) | toml_scalars, max_size=2)
-    top = st.fixed_dictionaries({}, optional={"run": run, "scheduler": sched,
-                                              "component": comp,
-                                              "nosuch": toml_values})
+    run = st.dictionaries(st.sampled_from(RUN_KEYS) | st.text(max_size=5), toml_values, max_size=4)
+    sched = st.dictionaries(
+        st.sampled_from(["local", "k8s", "slurm", "nosuch"]),
+        st.dictionaries(st.sampled_from(SCHED_KEYS), toml_values, max_size=3) | toml_scalars,
+        max_size=2,
+    )
+    comp = st.dictionaries(
+        st.sampled_from(["utils.echo", "utils.sh", "echo", "dist.ddp"]),
+        st.dictionaries(st.sampled_from(COMP_KEYS), toml_values, max_size=3) | toml_scalars,
+        max_size=2,
+    )
+    top = st.fixed_dictionaries(
+        {}, optional={"run": run, "scheduler": sched, "component": comp, "nosuch": toml_values}
+    )
 
     def render(doc: dict[str, Any]) -> str:
         return "\n".join(f"{_toml_string(k)} = {_toml_value(v)}" for k, v in doc.items())
 
-    return st.one_of(top.map(render), st.text(alphabet=string.printable, max_size=80),
-                     hostile_text(["[run]", "[scheduler.local]", '[component."utils.echo"]',
-                                   "=", "\n", "seed = 1", '"', "[", "]", "{", "}", "#",
-                                   "[[run]]", "'''", '"""'], max_size=10))
+    return st.one_of(
+        top.map(render),
+        st.text(alphabet=string.printable, max_size=80),
+        hostile_text(
+            [
+                "[run]",
+                "[scheduler.local]",
+                '[component."utils.echo"]',
+                "=",
+                "\n",
+                "seed = 1",
+                '"',
+                "[",
+                "]",
+                "{",
+                "}",
+                "#",
+                "[[run]]",
+                "'''",
+                '"""',
+            ],
+            max_size=10,
+        ),
+    )
 
 
 def config_prop(tmp: Path, text: str, as_pyproject: bool) -> None:
@@ -235,8 +333,9 @@ def config_prop(tmp: Path, text: str, as_pyproject: bool) -> None:
         (proj / old).unlink(missing_ok=True)
     if as_pyproject:
         body = text.replace("\n", "\n")  # the same document under [tool.trainlaunch]
-        (proj / "pyproject.toml").write_text("[tool.trainlaunch]\n" + body, encoding="utf-8",
-                                             errors="surrogatepass")
+        (proj / "pyproject.toml").write_text(
+            "[tool.trainlaunch]\n" + body, encoding="utf-8", errors="surrogatepass"
+        )
     else:
         (proj / ".trainlaunch.toml").write_text(text, encoding="utf-8", errors="surrogatepass")
     env = {"XDG_CONFIG_HOME": str(tmp / "xdg"), "HOME": str(tmp)}
@@ -255,8 +354,15 @@ def config_prop(tmp: Path, text: str, as_pyproject: bool) -> None:
 # --- the tests -----------------------------------------------------------------------------
 # Each property runs twice: a quick pass in the default tier, a long one marked slow.
 
-HANDLE_EDGES = ["local://s\n/abc", "local\n://s/abc", "local://\n/abc", "local://s/abc\n",
-                "local://trainlaunch/a\u0660", "local://s\t/abc", "abc\n"]
+HANDLE_EDGES = [
+    "local://s\n/abc",
+    "local\n://s/abc",
+    "local://\n/abc",
+    "local://s/abc\n",
+    "local://trainlaunch/a\u0660",
+    "local://s\t/abc",
+    "abc\n",
+]
 
 
 def _handle_test(n: int) -> Any:
@@ -272,9 +378,16 @@ def _handle_test(n: int) -> Any:
 
 def _log_target_test(n: int) -> Any:
     @examples(n)
-    @given(st.one_of(handle_texts(),
-                     st.builds(lambda h, rest: h + rest, handle_texts(),
-                               hostile_text(["/", ",", "0", "1", "-1", "trainer", "..", ""]))))
+    @given(
+        st.one_of(
+            handle_texts(),
+            st.builds(
+                lambda h, rest: h + rest,
+                handle_texts(),
+                hostile_text(["/", ",", "0", "1", "-1", "trainer", "..", ""]),
+            ),
+        )
+    )
     def test(text: str) -> None:
         log_target_prop(text)
 
@@ -296,8 +409,11 @@ def _cfg_test(n: int) -> Any:
 
 def _resolve_test(n: int) -> Any:
     @examples(n)
-    @given(st.dictionaries(st.sampled_from([*_TYPES, "nosuch"]), json_values(6) | st.floats(),
-                           max_size=6))
+    @given(
+        st.dictionaries(
+            st.sampled_from([*_TYPES, "nosuch"]), json_values(6) | st.floats(), max_size=6
+        )
+    )
     def test(cfg: dict[str, Any]) -> None:
         resolve_prop(cfg)
 
@@ -344,11 +460,15 @@ def test_utils_components_were_found() -> None:
 
 def test_known_inputs_still_parse() -> None:
     """The properties above would hold trivially for a parser that rejects everything."""
-    assert check_handle("local://trainlaunch/echo-abc") == AppHandle("local", "trainlaunch",
-                                                                     "echo-abc")
+    assert check_handle("local://trainlaunch/echo-abc") == AppHandle(
+        "local", "trainlaunch", "echo-abc"
+    )
     assert check_handle("echo-abc") is not None
     assert SCHEMA.cfg_from_str("name='a,b',items=x;y,labels=k:v", "fuzz") == {
-        "name": "a,b", "items": ["x", "y"], "labels": {"k": "v"}}
+        "name": "a,b",
+        "items": ["x", "y"],
+        "labels": {"k": "v"},
+    }
     from trainlaunch.resolver import find_component
 
     app = find_component("utils.sh").materialize(["--num-replicas", "2", "echo", "hi"])

@@ -83,9 +83,29 @@ def mutation(draw: st.DrawFn, template: Template) -> tuple[str, bytes]:
         return record, raw[: draw(st.integers(0, max(0, len(raw) - 1)))]
     doc = json.loads(raw)
     path = draw(st.sampled_from(_paths(doc)[1:] if kind == "delete" else _paths(doc)))
-    value = draw(json_values(8) | st.sampled_from(
-        ["RUNNING", "SUCCEEDED", "FAILED", "UNKNOWN", "bogus", -1, 0, 2**70, 1e308, "", [],
-         {}, None, "0", "..", "../../etc"]))
+    value = draw(
+        json_values(8)
+        | st.sampled_from(
+            [
+                "RUNNING",
+                "SUCCEEDED",
+                "FAILED",
+                "UNKNOWN",
+                "bogus",
+                -1,
+                0,
+                2**70,
+                1e308,
+                "",
+                [],
+                {},
+                None,
+                "0",
+                "..",
+                "../../etc",
+            ]
+        )
+    )
     return record, json.dumps(_replace(doc, path, value, kind == "delete")).encode()
 
 
@@ -97,9 +117,14 @@ def _records_test(n: int) -> Any:
         target = template.dir / record
         try:
             target.write_bytes(raw)
-            for argv in (["status", template.victim], ["status", "--json", template.victim],
-                         ["describe", "--json", template.victim], ["logs", template.victim],
-                         ["logs", f"{template.victim}/sh/1"], ["list", "--json"]):
+            for argv in (
+                ["status", template.victim],
+                ["status", "--json", template.victim],
+                ["describe", "--json", template.victim],
+                ["logs", template.victim],
+                ["logs", f"{template.victim}/sh/1"],
+                ["list", "--json"],
+            ):
                 code, out, err = run_inprocess(argv)
                 check_clean_exit(argv, code, err, allowed={0, 2, 4, 5})
                 if argv[0] == "list":

@@ -31,8 +31,9 @@ def kubeconfig(tmp_path: Path, fake_api: FakeApiServer) -> Path:
 
 
 @pytest.fixture
-def k8s(kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-        ) -> Iterator[KubernetesScheduler]:
+def k8s(
+    kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[KubernetesScheduler]:
     """A kubernetes scheduler using that kubeconfig (and a private trainlaunch home)."""
     monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "tlhome"))
     scheduler = create_scheduler("tests", kubeconfig=str(kubeconfig))

@@ -25,12 +25,23 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 _ROUTES = [
-    (re.compile(r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs(?:/(?P<name>[^/]+))?(?P<sub>/status)?$"), "jobs"),
+    (
+        re.compile(
+            r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs(?:/(?P<name>[^/]+))?(?P<sub>/status)?$"
+        ),
+        "jobs",
+    ),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services(?:/(?P<name>[^/]+))?$"), "services"),
-    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+))?(?P<sub>/log)?$"), "pods"),
+    (
+        re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+))?(?P<sub>/log)?$"),
+        "pods",
+    ),
 ]
-_KINDS = {"jobs": ("Job", "batch/v1", "batch"), "services": ("Service", "v1", ""),
-          "pods": ("Pod", "v1", "")}
+_KINDS = {
+    "jobs": ("Job", "batch/v1", "batch"),
+    "services": ("Service", "v1", ""),
+    "pods": ("Pod", "v1", ""),
+}
 _END = object()
 _DROP = object()
 
@@ -58,8 +69,9 @@ class LogSource:
     def write(self, data: bytes | str, at: float | None = None) -> None:
         """Append output, stamped at unix time ``at`` (default now); followers get it at once."""
         raw = data.encode() if isinstance(data, str) else data
-        when = datetime.datetime.fromtimestamp(time.time() if at is None else at,
-                                               datetime.timezone.utc)
+        when = datetime.datetime.fromtimestamp(
+            time.time() if at is None else at, datetime.timezone.utc
+        )
         with self._lock:
             self.entries.append((when.strftime("%Y-%m-%dT%H:%M:%S.%f000Z"), raw))
             for q in self._followers:
@@ -96,7 +108,9 @@ class FakeApiServer:
         self._clock = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -146,21 +160,42 @@ class FakeApiServer:
             self.objects[(resource, meta["namespace"], meta["name"])] = obj
             return copy.deepcopy(obj)
 
-    def add_pod(self, ns: str, job: str, index: int, phase: str = "Pending",
-                state: dict[str, Any] | None = None, conditions: list[dict[str, Any]] | None = None,
-                suffix: str | None = None, reason: str | None = None) -> str:
+    def add_pod(
+        self,
+        ns: str,
+        job: str,
+        index: int,
+        phase: str = "Pending",
+        state: dict[str, Any] | None = None,
+        conditions: list[dict[str, Any]] | None = None,
+        suffix: str | None = None,
+        reason: str | None = None,
+    ) -> str:
         """What the Job controller does: a pod for one completion index, owned by the Job."""
         owner = self.objects[("jobs", ns, job)]
         template = owner["spec"]["template"]
         name = f"{job}-{index}-{suffix or uuid.uuid4().hex[:5]}"
-        annotations = {**template["metadata"].get("annotations", {}),
-                       "batch.kubernetes.io/job-completion-index": str(index)}
+        annotations = {
+            **template["metadata"].get("annotations", {}),
+            "batch.kubernetes.io/job-completion-index": str(index),
+        }
         container = template["spec"]["containers"][0]["name"]
         pod = {
-            "metadata": {"name": name, "namespace": ns, "annotations": annotations,
-                         "labels": {**template["metadata"]["labels"], "job-name": job},
-                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
-                                              "uid": owner["metadata"]["uid"], "controller": True}]},
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "annotations": annotations,
+                "labels": {**template["metadata"]["labels"], "job-name": job},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": job,
+                        "uid": owner["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
             "spec": {**copy.deepcopy(template["spec"]), "hostname": f"{job}-{index}"},
             "status": {},
         }
@@ -169,17 +204,32 @@ class FakeApiServer:
         self.set_pod(ns, name, phase, state or {}, conditions or [], reason, container)
         return name
 
-    def set_pod(self, ns: str, name: str, phase: str, state: dict[str, Any] | None = None,
-                conditions: list[dict[str, Any]] | None = None, reason: str | None = None,
-                container: str | None = None) -> None:
+    def set_pod(
+        self,
+        ns: str,
+        name: str,
+        phase: str,
+        state: dict[str, Any] | None = None,
+        conditions: list[dict[str, Any]] | None = None,
+        reason: str | None = None,
+        container: str | None = None,
+    ) -> None:
         """What the kubelet reports: phase, the container's state, pod conditions."""
         with self._lock:
             pod = self.objects[("pods", ns, name)]
             container = container or pod["spec"]["containers"][0]["name"]
             status: dict[str, Any] = {"phase": phase, "conditions": conditions or []}
             if state:
-                status["containerStatuses"] = [{"name": container, "state": state, "ready": False,
-                                                "restartCount": 0, "image": "", "imageID": ""}]
+                status["containerStatuses"] = [
+                    {
+                        "name": container,
+                        "state": state,
+                        "ready": False,
+                        "restartCount": 0,
+                        "image": "",
+                        "imageID": "",
+                    }
+                ]
             if reason:
                 status["reason"] = reason
             pod["status"] = status
@@ -210,8 +260,15 @@ class FakeApiServer:
 
 def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
     """A Kubernetes ``Status`` failure body."""
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 def _matches(labels: dict[str, str], selector: str) -> bool:
@@ -257,42 +314,86 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
-            api.requests.append(Recorded(method, url.path, query, body,
-                                         {k.lower(): v for k, v in self.headers.items()}))
+            api.requests.append(
+                Recorded(
+                    method, url.path, query, body, {k.lower(): v for k, v in self.headers.items()}
+                )
+            )
             injected = api._injected(method, url.path)
             if injected:
                 return self._json(injected[0], status_body(*injected))
             if url.path == "/version":
                 major, minor = api.version.split(".")
-                return self._json(200, {"major": major, "minor": minor,
-                                        "gitVersion": f"v{api.version}.0"})
+                return self._json(
+                    200, {"major": major, "minor": minor, "gitVersion": f"v{api.version}.0"}
+                )
             for rx, resource in _ROUTES:
                 m = rx.match(url.path)
                 if m:
-                    return self._resource(method, resource, m["ns"], m["name"],
-                                          m.groupdict().get("sub"), query, body)
-            self._json(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+                    return self._resource(
+                        method, resource, m["ns"], m["name"], m.groupdict().get("sub"), query, body
+                    )
+            self._json(
+                404,
+                status_body(404, "NotFound", "the server could not find the requested resource"),
+            )
 
-        def _resource(self, method: str, resource: str, ns: str, name: str | None,
-                      sub: str | None, query: dict[str, str], body: Any) -> None:
+        def _resource(
+            self,
+            method: str,
+            resource: str,
+            ns: str,
+            name: str | None,
+            sub: str | None,
+            query: dict[str, str],
+            body: Any,
+        ) -> None:
             kind, api_version, group = _KINDS[resource]
             plural = f"{resource}.{group}" if group else resource
             if method == "POST" and name is None:
                 if body["metadata"].get("namespace", ns) != ns:
-                    return self._json(400, status_body(400, "BadRequest", "the namespace of the "
-                                      "provided object does not match the namespace sent on the request"))
+                    return self._json(
+                        400,
+                        status_body(
+                            400,
+                            "BadRequest",
+                            "the namespace of the "
+                            "provided object does not match the namespace sent on the request",
+                        ),
+                    )
                 if api.get(resource, ns, body["metadata"]["name"]):
-                    return self._json(409, status_body(409, "AlreadyExists",
-                                      f'{plural} "{body["metadata"]["name"]}" already exists'))
-                stored = api.put(resource, {**body, "metadata": {**body["metadata"], "namespace": ns}})
+                    return self._json(
+                        409,
+                        status_body(
+                            409,
+                            "AlreadyExists",
+                            f'{plural} "{body["metadata"]["name"]}" already exists',
+                        ),
+                    )
+                stored = api.put(
+                    resource, {**body, "metadata": {**body["metadata"], "namespace": ns}}
+                )
                 return self._json(201, stored)
             if method == "GET" and name is None:
                 with api._lock:
-                    items = [copy.deepcopy(o) for (r, s, _), o in api.objects.items()
-                             if r == resource and s == ns
-                             and _matches(o["metadata"].get("labels") or {}, query.get("labelSelector", ""))]
-                return self._json(200, {"kind": f"{kind}List", "apiVersion": api_version,
-                                        "metadata": {"resourceVersion": str(api._tick())}, "items": items})
+                    items = [
+                        copy.deepcopy(o)
+                        for (r, s, _), o in api.objects.items()
+                        if r == resource
+                        and s == ns
+                        and _matches(
+                            o["metadata"].get("labels") or {}, query.get("labelSelector", "")
+                        )
+                    ]
+                return self._json(
+                    200,
+                    {
+                        "kind": f"{kind}List",
+                        "apiVersion": api_version,
+                        "metadata": {"resourceVersion": str(api._tick())},
+                        "items": items,
+                    },
+                )
             obj = api.get(resource, ns, name or "")
             if obj is None:
                 return self._json(404, status_body(404, "NotFound", f'{plural} "{name}" not found'))
@@ -307,7 +408,10 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     if policy in ("Background", "Foreground"):  # else: orphan, the batch/v1 default
                         uid = obj["metadata"]["uid"]
                         for key, o in list(api.objects.items()):
-                            if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences", [])):
+                            if any(
+                                r.get("uid") == uid
+                                for r in o["metadata"].get("ownerReferences", [])
+                            ):
                                 del api.objects[key]
                 return self._json(200, obj)
             self._json(405, status_body(405, "MethodNotAllowed", f"{method} is not supported"))
@@ -316,13 +420,26 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             name = pod["metadata"]["name"]
             container = query.get("container") or pod["spec"]["containers"][0]["name"]
             if container != pod["spec"]["containers"][0]["name"]:
-                return self._json(400, status_body(400, "BadRequest",
-                                  f"container {container} is not valid for pod {name}"))
-            started = any("running" in cs["state"] or "terminated" in cs["state"]
-                          for cs in pod["status"].get("containerStatuses", []))
+                return self._json(
+                    400,
+                    status_body(
+                        400, "BadRequest", f"container {container} is not valid for pod {name}"
+                    ),
+                )
+            started = any(
+                "running" in cs["state"] or "terminated" in cs["state"]
+                for cs in pod["status"].get("containerStatuses", [])
+            )
             if not started and pod["status"].get("phase") in (None, "Pending"):
-                return self._json(400, status_body(400, "BadRequest", f'container "{container}" in '
-                                  f'pod "{name}" is waiting to start: ContainerCreating'))
+                return self._json(
+                    400,
+                    status_body(
+                        400,
+                        "BadRequest",
+                        f'container "{container}" in '
+                        f'pod "{name}" is waiting to start: ContainerCreating',
+                    ),
+                )
             source = api.logs[(ns, name)]
             follow = query.get("follow") in ("true", "True")
             stamps = query.get("timestamps") in ("true", "True")

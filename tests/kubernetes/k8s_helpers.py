@@ -37,13 +37,14 @@ current-context: fake
     return path
 
 
-
 def echo_app(replicas: int = 2, **role: object) -> AppDef:
     """A one-role app that prints its replica id."""
     fields: dict[str, object] = {
-        "name": "echo", "entrypoint": "python",
+        "name": "echo",
+        "entrypoint": "python",
         "args": ("-c", "import os; print('replica', os.environ['TRAINLAUNCH_REPLICA_ID'])"),
-        "image": "python:3.11-slim", "num_replicas": replicas,
+        "image": "python:3.11-slim",
+        "num_replicas": replicas,
         "resource": Resource(cpu=1, gpu=0, memMB=256),
     }
     fields.update(role)

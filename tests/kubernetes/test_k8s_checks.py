@@ -33,34 +33,85 @@ def setitem(get: Callable[[Docs], dict[str, Any]], key: str, value: Any) -> Call
 
 
 MUTATIONS: dict[str, tuple[Callable[[Docs], None], str]] = {
-    "bad job name": (lambda d: d[0]["metadata"].__setitem__("name", "Bad_Name.UPPER"), "pod hostname"),
+    "bad job name": (
+        lambda d: d[0]["metadata"].__setitem__("name", "Bad_Name.UPPER"),
+        "pod hostname",
+    ),
     "hostname too long": (lambda d: d[0]["metadata"].__setitem__("name", "j" * 62), "<= 63"),
-    "service starts with digit": (lambda d: d[1]["metadata"].__setitem__("name", "1svc"), "RFC 1035"),
-    "restartPolicy Always": (setitem(pod, "restartPolicy", "Always"), "restartPolicy must be Never"),
+    "service starts with digit": (
+        lambda d: d[1]["metadata"].__setitem__("name", "1svc"),
+        "RFC 1035",
+    ),
+    "restartPolicy Always": (
+        setitem(pod, "restartPolicy", "Always"),
+        "restartPolicy must be Never",
+    ),
     "not indexed": (setitem(lambda d: d[0]["spec"], "completionMode", "NonIndexed"), "Indexed"),
     "no completions": (lambda d: d[0]["spec"].pop("completions"), "completions >= 1"),
     "parallelism differs": (setitem(lambda d: d[0]["spec"], "parallelism", 1), "parallelism"),
-    "bogus action": (lambda d: d[0]["spec"]["podFailurePolicy"]["rules"][0].__setitem__("action", "Explode"), "Explode"),
-    "FailIndex without per-index": (lambda d: d[0]["spec"]["podFailurePolicy"]["rules"][0].__setitem__("action", "FailIndex"), "FailIndex"),
+    "bogus action": (
+        lambda d: d[0]["spec"]["podFailurePolicy"]["rules"][0].__setitem__("action", "Explode"),
+        "Explode",
+    ),
+    "FailIndex without per-index": (
+        lambda d: d[0]["spec"]["podFailurePolicy"]["rules"][0].__setitem__("action", "FailIndex"),
+        "FailIndex",
+    ),
     "subdomain names no service": (setitem(pod, "subdomain", "elsewhere"), "names no Service"),
-    "service selects other pods": (lambda d: d[1]["spec"]["selector"].__setitem__("trainlaunch.io/role", "x"), "does not select"),
-    "not headless": (setitem(lambda d: d[1]["spec"], "clusterIP", "10.0.0.1"), "clusterIP must be None"),
-    "not publishing unready": (setitem(lambda d: d[1]["spec"], "publishNotReadyAddresses", False), "publishNotReadyAddresses"),
-    "memory lots": (lambda d: container(d)["resources"]["limits"].__setitem__("memory", "lots"), "quantity"),
-    "gpu requests differ": (lambda d: container(d)["resources"]["requests"].__setitem__("nvidia.com/gpu", "2"), "requests must equal limits"),
+    "service selects other pods": (
+        lambda d: d[1]["spec"]["selector"].__setitem__("trainlaunch.io/role", "x"),
+        "does not select",
+    ),
+    "not headless": (
+        setitem(lambda d: d[1]["spec"], "clusterIP", "10.0.0.1"),
+        "clusterIP must be None",
+    ),
+    "not publishing unready": (
+        setitem(lambda d: d[1]["spec"], "publishNotReadyAddresses", False),
+        "publishNotReadyAddresses",
+    ),
+    "memory lots": (
+        lambda d: container(d)["resources"]["limits"].__setitem__("memory", "lots"),
+        "quantity",
+    ),
+    "gpu requests differ": (
+        lambda d: container(d)["resources"]["requests"].__setitem__("nvidia.com/gpu", "2"),
+        "requests must equal limits",
+    ),
     "container name 100 chars": (setitem(container, "name", "c" * 100), "container name"),
-    "duplicate env": (lambda d: container(d)["env"].append({"name": "TRAINLAUNCH_APP_ID", "value": "x"}), "unique"),
+    "duplicate env": (
+        lambda d: container(d)["env"].append({"name": "TRAINLAUNCH_APP_ID", "value": "x"}),
+        "unique",
+    ),
     "env without value": (lambda d: container(d)["env"].append({"name": "X"}), "exactly one of"),
-    "port name too long": (lambda d: container(d)["ports"][0].__setitem__("name", "a-very-long-port-name"), "port name"),
-    "port out of range": (lambda d: container(d)["ports"][0].__setitem__("containerPort", 70000), "1..65535"),
+    "port name too long": (
+        lambda d: container(d)["ports"][0].__setitem__("name", "a-very-long-port-name"),
+        "port name",
+    ),
+    "port out of range": (
+        lambda d: container(d)["ports"][0].__setitem__("containerPort", 70000),
+        "1..65535",
+    ),
     "mount without volume": (lambda d: pod(d).__setitem__("volumes", []), "names no volume"),
     "bad label value": (lambda d: d[0]["metadata"]["labels"].__setitem__("x", "-y-"), "label x"),
-    "bad annotation key": (lambda d: d[0]["metadata"]["annotations"].__setitem__("a b", "c"), "annotation key"),
-    "huge annotations": (lambda d: d[0]["metadata"]["annotations"].__setitem__("big", "x" * 300_000), "256 KiB"),
+    "bad annotation key": (
+        lambda d: d[0]["metadata"]["annotations"].__setitem__("a b", "c"),
+        "annotation key",
+    ),
+    "huge annotations": (
+        lambda d: d[0]["metadata"]["annotations"].__setitem__("big", "x" * 300_000),
+        "256 KiB",
+    ),
     "bad namespace": (lambda d: d[0]["metadata"].__setitem__("namespace", "Team"), "namespace"),
-    "exists with value": (setitem(pod, "tolerations", [{"key": "k", "operator": "Exists", "value": "v"}]), "takes no value"),
+    "exists with value": (
+        setitem(pod, "tolerations", [{"key": "k", "operator": "Exists", "value": "v"}]),
+        "takes no value",
+    ),
     "bad service account": (setitem(pod, "serviceAccountName", "Not_OK"), "serviceAccountName"),
-    "unknown kind": (lambda d: d.append({"kind": "ConfigMap", "metadata": {"name": "x", "namespace": "team"}}), "unexpected kind"),
+    "unknown kind": (
+        lambda d: d.append({"kind": "ConfigMap", "metadata": {"name": "x", "namespace": "team"}}),
+        "unexpected kind",
+    ),
 }
 
 
@@ -74,9 +125,20 @@ def test_each_broken_rule_is_reported(mutation: str) -> None:
     assert any(expect in p for p in problems), problems
 
 
-@pytest.mark.parametrize("text, ok", [
-    ("500m", True), ("2", True), ("16Gi", True), ("1.5", True), ("1e3", True), ("lots", False),
-    ("16GB", False), ("-1", False), ("", False)])
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("500m", True),
+        ("2", True),
+        ("16Gi", True),
+        ("1.5", True),
+        ("1e3", True),
+        ("lots", False),
+        ("16GB", False),
+        ("-1", False),
+        ("", False),
+    ],
+)
 def test_quantities(text: str, ok: bool) -> None:
     assert is_quantity(text) is ok
 

@@ -48,8 +48,14 @@ def test_submit_sends_exactly_the_dryrun(k8s: KubernetesScheduler, fake_api: Fak
     assert posts[1].body == svc_doc
     stored = fake_api.get("jobs", "team", job_doc["metadata"]["name"])
     assert stored is not None
-    assert owner == [{"apiVersion": "batch/v1", "kind": "Job", "name": job_doc["metadata"]["name"],
-                      "uid": stored["metadata"]["uid"]}]
+    assert owner == [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": job_doc["metadata"]["name"],
+            "uid": stored["metadata"]["uid"],
+        }
+    ]
     assert all(r.headers.get("authorization") == f"Bearer {TOKEN}" for r in fake_api.requests)
 
 
@@ -64,19 +70,35 @@ def test_namespace_and_context_options(tmp_path: Path, fake_api: FakeApiServer) 
     assert fake_api.requests[-1].path == "/apis/batch/v1/namespaces/mine/jobs"
 
 
-def test_status_from_pending_to_succeeded(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_status_from_pending_to_succeeded(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     app_id = submit(k8s)
     job = job_of(app_id)
     assert k8s.describe(app_id).status.msg == "2/2 replicas pending; replica 0: no pod yet"
 
-    unsched = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                "message": "0/3 nodes are available: 3 Insufficient cpu."}]
+    unsched = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 3 Insufficient cpu.",
+        }
+    ]
     p0 = fake_api.add_pod("team", job, 0, "Pending", conditions=unsched)
-    p1 = fake_api.add_pod("team", job, 1, "Pending",
-                          state={"waiting": {"reason": "ErrImagePull", "message": "not found"}})
+    p1 = fake_api.add_pod(
+        "team",
+        job,
+        1,
+        "Pending",
+        state={"waiting": {"reason": "ErrImagePull", "message": "not found"}},
+    )
     d = k8s.describe(app_id)
     assert d.state == AppState.PENDING
-    assert d.status.msg == "2/2 replicas pending; replica 0: Unschedulable: 0/3 nodes are available: 3 Insufficient cpu."
+    assert (
+        d.status.msg
+        == "2/2 replicas pending; replica 0: Unschedulable: 0/3 nodes are available: 3 Insufficient cpu."
+    )
     assert d.status.roles[0].replicas[1].message == "ErrImagePull: not found"
 
     fake_api.set_pod("team", p0, "Running", RUNNING)
@@ -87,10 +109,18 @@ def test_status_from_pending_to_succeeded(k8s: KubernetesScheduler, fake_api: Fa
     assert [r.state for r in d.status.replicas()] == [AppState.RUNNING] * 2
 
     for p in (p0, p1):
-        fake_api.set_pod("team", p, "Succeeded", {"terminated": {"exitCode": 0, "reason": "Completed"}})
-    fake_api.set_job_status("team", job, succeeded=2, conditions=[
-        {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached"},
-        {"type": "Complete", "status": "True", "reason": "CompletionsReached"}])
+        fake_api.set_pod(
+            "team", p, "Succeeded", {"terminated": {"exitCode": 0, "reason": "Completed"}}
+        )
+    fake_api.set_job_status(
+        "team",
+        job,
+        succeeded=2,
+        conditions=[
+            {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached"},
+            {"type": "Complete", "status": "True", "reason": "CompletionsReached"},
+        ],
+    )
     d = k8s.describe(app_id)
     assert d.state == AppState.SUCCEEDED
     assert d.app == echo_app(2) and d.metadata["namespace"] == "team"
@@ -101,13 +131,25 @@ def test_status_failed_with_exit_code(k8s: KubernetesScheduler, fake_api: FakeAp
     job = job_of(app_id)
     fake_api.add_pod("team", job, 0, "Running", RUNNING)
     fake_api.add_pod("team", job, 1, "Failed", {"terminated": {"exitCode": 7, "reason": "Error"}})
-    fake_api.set_job_status("team", job, failed=1, conditions=[
-        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
-         "message": "Job has reached the specified backoff limit"}])
+    fake_api.set_job_status(
+        "team",
+        job,
+        failed=1,
+        conditions=[
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "Job has reached the specified backoff limit",
+            }
+        ],
+    )
     s = k8s.describe(app_id).status
     assert (s.state, s.exit_code) == (AppState.FAILED, 7)
-    assert s.msg == ("BackoffLimitExceeded: Job has reached the specified backoff limit; "
-                     "replica 1 exited with code 7 (Error)")
+    assert s.msg == (
+        "BackoffLimitExceeded: Job has reached the specified backoff limit; "
+        "replica 1 exited with code 7 (Error)"
+    )
 
 
 def test_unknown_and_malformed_app_ids(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
@@ -122,7 +164,9 @@ def test_unknown_and_malformed_app_ids(k8s: KubernetesScheduler, fake_api: FakeA
         k8s.describe("no-namespace")
 
 
-def test_create_conflict_is_already_exists(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_create_conflict_is_already_exists(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     info = k8s.submit_dryrun(echo_app(), k8s.run_opts().resolve({}, "kubernetes"))
     job = info.request.resources[0]
     fake_api.put("jobs", job)  # someone else's Job with that name
@@ -133,21 +177,33 @@ def test_create_conflict_is_already_exists(k8s: KubernetesScheduler, fake_api: F
     assert fake_api.names("services", "team") == []
 
 
-def test_forbidden_service_rolls_back_the_job(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
-    fake_api.fail("POST", r"/services$", 403, "Forbidden",
-                  'services is forbidden: User "alice" cannot create resource "services" in API '
-                  'group "" in the namespace "team"')
+def test_forbidden_service_rolls_back_the_job(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
+    fake_api.fail(
+        "POST",
+        r"/services$",
+        403,
+        "Forbidden",
+        'services is forbidden: User "alice" cannot create resource "services" in API '
+        'group "" in the namespace "team"',
+    )
     with pytest.raises(SchedulerError, match="forbidden by RBAC") as e:
         submit(k8s)
     assert 'cannot create resource "services"' in str(e.value)
     assert "kubectl auth can-i" in (e.value.hint or "")
     assert fake_api.names("jobs", "team") == []  # nothing half-submitted
     assert [r.query for r in fake_api.requests if r.method == "DELETE"] == [
-        {"propagationPolicy": "Background"}]
+        {"propagationPolicy": "Background"}
+    ]
 
 
-def test_forbidden_reads_and_unauthorized(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
-    fake_api.fail("GET", r"/jobs$", 403, "Forbidden", 'jobs.batch is forbidden: User "bob" cannot list')
+def test_forbidden_reads_and_unauthorized(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
+    fake_api.fail(
+        "GET", r"/jobs$", 403, "Forbidden", 'jobs.batch is forbidden: User "bob" cannot list'
+    )
     with pytest.raises(SchedulerError, match="forbidden by RBAC.*cannot list"):
         k8s.describe("team:x-12345")
     fake_api.fail("GET", r"/jobs$", 401, "Unauthorized", "Unauthorized")
@@ -155,7 +211,9 @@ def test_forbidden_reads_and_unauthorized(k8s: KubernetesScheduler, fake_api: Fa
         k8s.list()
 
 
-def test_stop_deletes_everything_in_the_background(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_stop_deletes_everything_in_the_background(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     app_id = submit(k8s)
     job = job_of(app_id)
     fake_api.add_pod("team", job, 0, "Running", RUNNING)
@@ -164,7 +222,8 @@ def test_stop_deletes_everything_in_the_background(k8s: KubernetesScheduler, fak
     deletes = [r for r in fake_api.requests if r.method == "DELETE"]
     assert [(r.path.split("/")[-2], r.query) for r in deletes] == [
         ("jobs", {"propagationPolicy": "Background"}),
-        ("services", {"propagationPolicy": "Background"})]
+        ("services", {"propagationPolicy": "Background"}),
+    ]
     # The fake orphans pods unless told Background/Foreground, as batch/v1 does.
     assert fake_api.names("pods", "team") == [] and fake_api.names("services", "team") == []
     # the Jobs are gone, but what happened to the app is not forgotten
@@ -173,7 +232,9 @@ def test_stop_deletes_everything_in_the_background(k8s: KubernetesScheduler, fak
     k8s.cancel(app_id)  # stopping twice is not an error
 
 
-def test_stop_of_an_app_deleted_meanwhile(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_stop_of_an_app_deleted_meanwhile(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     app_id = submit(k8s)
     fake_api.fail("DELETE", r"/jobs/", 404, "NotFound", 'jobs.batch "x" not found')
     fake_api.fail("DELETE", r"/services/", 404, "NotFound", 'services "x" not found')
@@ -181,17 +242,27 @@ def test_stop_of_an_app_deleted_meanwhile(k8s: KubernetesScheduler, fake_api: Fa
         k8s.cancel(app_id)
 
 
-def test_list_shows_trainlaunch_apps_in_the_namespace(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_list_shows_trainlaunch_apps_in_the_namespace(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     first = submit(k8s)
-    second = submit(k8s, AppDef("two", (Role("a", "true", image="i"), Role("b", "true", image="i"))))
+    second = submit(
+        k8s, AppDef("two", (Role("a", "true", image="i"), Role("b", "true", image="i")))
+    )
     fake_api.put("jobs", {"metadata": {"name": "not-ours", "namespace": "team"}, "spec": {}})
-    fake_api.set_job_status("team", job_of(first), conditions=[{"type": "Complete", "status": "True"}])
+    fake_api.set_job_status(
+        "team", job_of(first), conditions=[{"type": "Complete", "status": "True"}]
+    )
     fake_api.set_job_status("team", job_of(second, "a"), ready=1)
     rows = k8s.list()
     assert [(r.app_id, r.state, r.name) for r in rows] == [
-        (first, AppState.SUCCEEDED, "echo"), (second, AppState.RUNNING, "two")]
+        (first, AppState.SUCCEEDED, "echo"),
+        (second, AppState.RUNNING, "two"),
+    ]
     assert rows[0].app_handle == f"kubernetes://tests/{first}" and rows[0].created is not None
-    assert fake_api.requests[-1].query["labelSelector"] == "app.kubernetes.io/managed-by=trainlaunch"
+    assert (
+        fake_api.requests[-1].query["labelSelector"] == "app.kubernetes.io/managed-by=trainlaunch"
+    )
 
 
 def test_logs_line_by_line(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
@@ -201,14 +272,21 @@ def test_logs_line_by_line(k8s: KubernetesScheduler, fake_api: FakeApiServer) ->
     fake_api.add_pod("team", job, 0, "Running", RUNNING)
     # A JSON-looking line stays text (old clients parsed it into a dict).
     fake_api.logs[("team", p1)].write('replica 1\n{"a": "b"}\n\nno newline at the end')
-    assert list(k8s.log_iter(app_id, "echo", 1)) == ["replica 1", '{"a": "b"}', "", "no newline at the end"]
+    assert list(k8s.log_iter(app_id, "echo", 1)) == [
+        "replica 1",
+        '{"a": "b"}',
+        "",
+        "no newline at the end",
+    ]
     assert list(k8s.log_iter(app_id, "echo", 1, regex=r"^\{")) == ['{"a": "b"}']
     log_req = [r for r in fake_api.requests if r.path.endswith("/log")][-1]
     assert log_req.path.endswith(f"/pods/{p1}/log") and log_req.query["container"] == "echo"
     assert k8s.log_replicas(app_id, "echo") == [0, 1]
 
 
-def test_logs_of_a_retried_replica_come_from_its_newest_pod(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_logs_of_a_retried_replica_come_from_its_newest_pod(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     app_id = submit(k8s)
     old = fake_api.add_pod("team", job_of(app_id), 0, "Failed", {"terminated": {"exitCode": 1}})
     new = fake_api.add_pod("team", job_of(app_id), 0, "Running", RUNNING)
@@ -217,7 +295,9 @@ def test_logs_of_a_retried_replica_come_from_its_newest_pod(k8s: KubernetesSched
     assert list(k8s.log_iter(app_id, "echo", 0)) == ["attempt 2"]
 
 
-def test_logs_before_the_container_started(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_logs_before_the_container_started(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     app_id = submit(k8s)
     assert list(k8s.log_iter(app_id, "echo", 0)) == []  # no pod yet
     fake_api.add_pod("team", job_of(app_id), 0, "Pending")
@@ -225,7 +305,9 @@ def test_logs_before_the_container_started(k8s: KubernetesScheduler, fake_api: F
     assert not [r for r in fake_api.requests if r.path.endswith("/log")]
 
 
-def test_logs_while_a_retry_waits_show_the_last_attempt(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_logs_while_a_retry_waits_show_the_last_attempt(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     app_id = submit(k8s)
     old = fake_api.add_pod("team", job_of(app_id), 0, "Failed", {"terminated": {"exitCode": 1}})
     fake_api.add_pod("team", job_of(app_id), 0, "Pending")
@@ -242,7 +324,9 @@ def test_logs_since_and_until(k8s: KubernetesScheduler, fake_api: FakeApiServer)
     lines = list(k8s.log_iter(app_id, "echo", 0, since=now - 120, until=now - 30))
     assert lines == ["100s ago", "50s ago"]
     req = [r for r in fake_api.requests if r.path.endswith("/log")][-1]
-    assert req.query["timestamps"].lower() == "true" and 120 <= int(req.query["sinceSeconds"]) <= 130
+    assert (
+        req.query["timestamps"].lower() == "true" and 120 <= int(req.query["sinceSeconds"]) <= 130
+    )
 
 
 def test_logs_bad_requests(k8s: KubernetesScheduler) -> None:
@@ -257,6 +341,7 @@ def test_logs_bad_requests(k8s: KubernetesScheduler) -> None:
 
 def follow(k8s: KubernetesScheduler, app_id: str, out: queue.Queue[Any]) -> threading.Thread:
     """Tail replica 0 in a thread; every line, then None at the end, goes to out."""
+
     def run() -> None:
         try:
             for line in k8s.log_iter(app_id, "echo", 0, should_tail=True):
@@ -264,12 +349,15 @@ def follow(k8s: KubernetesScheduler, app_id: str, out: queue.Queue[Any]) -> thre
         except Exception as e:  # noqa: BLE001 (handed to the test thread)
             out.put(e)
         out.put(None)
+
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
 
 
-def test_follow_streams_lines_as_they_come(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_follow_streams_lines_as_they_come(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     app_id = submit(k8s)
     job = job_of(app_id)
     p0 = fake_api.add_pod("team", job, 0, "Running", RUNNING)
@@ -297,7 +385,9 @@ def test_follow_streams_lines_as_they_come(k8s: KubernetesScheduler, fake_api: F
     assert req.query["follow"].lower() == "true"
 
 
-def test_follow_survives_a_dropped_connection(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_follow_survives_a_dropped_connection(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     app_id = submit(k8s)
     p0 = fake_api.add_pod("team", job_of(app_id), 0, "Running", RUNNING)
     out: queue.Queue[Any] = queue.Queue()
@@ -305,13 +395,17 @@ def test_follow_survives_a_dropped_connection(k8s: KubernetesScheduler, fake_api
     assert fake_api.follow_started.get(timeout=10) == p0
     fake_api.logs[("team", p0)].write("a\npartial")
     assert out.get(timeout=10) == "a"
-    fake_api.set_job_status("team", job_of(app_id), conditions=[{"type": "Complete", "status": "True"}])
+    fake_api.set_job_status(
+        "team", job_of(app_id), conditions=[{"type": "Complete", "status": "True"}]
+    )
     fake_api.logs[("team", p0)].close(drop=True)
     assert out.get(timeout=10) == "partial"
     assert out.get(timeout=10) is None  # the end, not an exception
 
 
-def test_follow_waits_for_the_pod_and_for_its_retry(k8s: KubernetesScheduler, fake_api: FakeApiServer) -> None:
+def test_follow_waits_for_the_pod_and_for_its_retry(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
     app_id = submit(k8s)
     job = job_of(app_id)
     first = fake_api.add_pod("team", job, 0, "Pending")
@@ -348,15 +442,18 @@ def test_missing_extra(monkeypatch: pytest.MonkeyPatch, kubeconfig: Path) -> Non
     s = create_scheduler("s", kubeconfig=str(kubeconfig))
     with pytest.raises(SchedulerUnavailable) as e:
         s.describe("team:x-12345")
-    assert str(e.value) == ("the kubernetes backend needs the Kubernetes client: "
-                            "pip install 'trainlaunch[kubernetes]'")
+    assert str(e.value) == (
+        "the kubernetes backend needs the Kubernetes client: pip install 'trainlaunch[kubernetes]'"
+    )
 
 
 def test_bad_kubeconfig(tmp_path: Path, kubeconfig: Path) -> None:
     with pytest.raises(UsageError, match="kube context 'nope' not found"):
         create_scheduler("s", kubeconfig=str(kubeconfig), context="nope").describe("team:x-12345")
     broken = tmp_path / "broken"
-    broken.write_text(kubeconfig.read_text().replace("cluster: fake\n    user", "cluster: gone\n    user"))
+    broken.write_text(
+        kubeconfig.read_text().replace("cluster: fake\n    user", "cluster: gone\n    user")
+    )
     with pytest.raises(SchedulerUnavailable, match="cannot load the Kubernetes configuration"):
         create_scheduler("s", kubeconfig=str(broken)).describe("team:x-12345")
     with pytest.raises(UsageError, match="no kubeconfig"):

@@ -32,8 +32,10 @@ DEADLINE = 300.0  # seconds: image pulls on a fresh cluster are slow
 
 pytestmark = [
     pytest.mark.kubernetes_e2e,
-    pytest.mark.skipif(not CONTEXT, reason="set TRAINLAUNCH_K8S_CONTEXT to a kubeconfig context "
-                       "to run against a real cluster"),
+    pytest.mark.skipif(
+        not CONTEXT,
+        reason="set TRAINLAUNCH_K8S_CONTEXT to a kubeconfig context to run against a real cluster",
+    ),
 ]
 
 # Replica 0 listens on the rendezvous port; the others resolve rank 0's DNS name and connect.
@@ -77,10 +79,15 @@ class Cluster:
         self.started: list[str] = []
 
     def run(self, name: str, args: tuple[str, ...], replicas: int = 2, **role: Any) -> str:
-        fields: dict[str, Any] = {"resource": Resource(cpu=1, gpu=0, memMB=256),
-                                  "env": {"TRAINLAUNCH_SEED": "4242"}, **role}
-        app = AppDef(name, (Role("worker", "python3", args=args, image=IMAGE,
-                                 num_replicas=replicas, **fields),))
+        fields: dict[str, Any] = {
+            "resource": Resource(cpu=1, gpu=0, memMB=256),
+            "env": {"TRAINLAUNCH_SEED": "4242"},
+            **role,
+        }
+        app = AppDef(
+            name,
+            (Role("worker", "python3", args=args, image=IMAGE, num_replicas=replicas, **fields),),
+        )
         cfg = self.k8s.run_opts().resolve({"context": CONTEXT}, "kubernetes")
         app_id = self.k8s.schedule(self.k8s.submit_dryrun(app, cfg))
         self.started.append(app_id)
@@ -107,11 +114,16 @@ def test_contract_run_logs_stop_list(cluster: Cluster) -> None:
     echo = cluster.run("e2e-echo", ("-c", RENDEZVOUS))
     status = wait_for("echo to finish", lambda: terminal(k8s, echo))
     assert status.state == AppState.SUCCEEDED, status.msg
-    assert list(k8s.log_iter(echo, "worker", 0))[:2] == ["replica 0 seed 4242", "rank 0 got hello from 1"]
+    assert list(k8s.log_iter(echo, "worker", 0))[:2] == [
+        "replica 0 seed 4242",
+        "rank 0 got hello from 1",
+    ]
     lines = list(k8s.log_iter(echo, "worker", 1))
     assert lines[0] == "replica 1 seed 4242" and lines[1].startswith("connected to ")
 
-    sleeper = cluster.run("e2e-sleep", ("-c", "import time; print('up', flush=True); time.sleep(600)"), 1)
+    sleeper = cluster.run(
+        "e2e-sleep", ("-c", "import time; print('up', flush=True); time.sleep(600)"), 1
+    )
     wait_for("the sleeper to run", lambda: k8s.describe(sleeper).state == AppState.RUNNING)
     assert [r.app_id for r in k8s.list() if r.app_id in (echo, sleeper)] == [echo, sleeper]
     k8s.cancel(sleeper)
@@ -122,13 +134,18 @@ def test_contract_run_logs_stop_list(cluster: Cluster) -> None:
 
     config.load_kube_config(context=CONTEXT)
     core = client.CoreV1Api()
-    wait_for("the sleeper's pods to go", lambda: not core.list_namespaced_pod(
-        ns, label_selector=f"trainlaunch.io/app={name}").items)
+    wait_for(
+        "the sleeper's pods to go",
+        lambda: not core.list_namespaced_pod(ns, label_selector=f"trainlaunch.io/app={name}").items,
+    )
 
 
 def test_failure_reports_the_exit_code(cluster: Cluster) -> None:
     k8s = cluster.k8s
-    app_id = cluster.run("e2e-fail", ("-c", "import os, sys; sys.exit(3 if os.environ['TRAINLAUNCH_REPLICA_ID'] == '1' else 0)"))
+    app_id = cluster.run(
+        "e2e-fail",
+        ("-c", "import os, sys; sys.exit(3 if os.environ['TRAINLAUNCH_REPLICA_ID'] == '1' else 0)"),
+    )
     status = wait_for("the app to fail", lambda: terminal(k8s, app_id))
     assert (status.state, status.exit_code) == (AppState.FAILED, 3), status.msg
     assert "replica 1 exited with code 3" in status.msg
@@ -136,13 +153,23 @@ def test_failure_reports_the_exit_code(cluster: Cluster) -> None:
 
 def test_unschedulable_is_explained(cluster: Cluster) -> None:
     k8s = cluster.k8s
-    app_id = cluster.run("e2e-huge", ("-c", "pass"), 1, resource=Resource(cpu=10_000, gpu=0, memMB=256))
-    status = wait_for("the scheduler's verdict", lambda: (
-        s := k8s.describe(app_id).status) and "Unschedulable" in s.msg and s)
+    app_id = cluster.run(
+        "e2e-huge", ("-c", "pass"), 1, resource=Resource(cpu=10_000, gpu=0, memMB=256)
+    )
+    status = wait_for(
+        "the scheduler's verdict",
+        lambda: (s := k8s.describe(app_id).status) and "Unschedulable" in s.msg and s,
+    )
     assert status.state == AppState.PENDING
 
 
 def test_follow_prints_each_line_as_it_comes(cluster: Cluster) -> None:
     k8s = cluster.k8s
-    app_id = cluster.run("e2e-tail", ("-c", "import time\nfor i in range(5):\n    print('tick', i, flush=True); time.sleep(1)"), 1)
-    assert list(k8s.log_iter(app_id, "worker", 0, should_tail=True)) == [f"tick {i}" for i in range(5)]
+    app_id = cluster.run(
+        "e2e-tail",
+        ("-c", "import time\nfor i in range(5):\n    print('tick', i, flush=True); time.sleep(1)"),
+        1,
+    )
+    assert list(k8s.log_iter(app_id, "worker", 0, should_tail=True)) == [
+        f"tick {i}" for i in range(5)
+    ]

@@ -23,7 +23,13 @@ print(",".join(m for m in ("kubernetes", "urllib3", "pydantic") if m in sys.modu
 
 def test_dryrun_in_a_fresh_interpreter_does_not_import_the_client(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KUBECONFIG": str(tmp_path / "none")}
-    out = subprocess.run([sys.executable, "-c", DRYRUN], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", DRYRUN],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""

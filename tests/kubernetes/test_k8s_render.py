@@ -91,9 +91,9 @@ def kubelet_expand(text: str, env: dict[str, str]) -> str:
             if nxt == "$":
                 out.append("$")
                 i += 2
-            elif nxt == "(" and ")" in text[i + 2:]:
+            elif nxt == "(" and ")" in text[i + 2 :]:
                 end = text.index(")", i + 2)
-                name = text[i + 2:end]
+                name = text[i + 2 : end]
                 out.append(env.get(name, f"$({name})"))
                 i = end + 1
             else:
@@ -105,10 +105,23 @@ def kubelet_expand(text: str, env: dict[str, str]) -> str:
     return "".join(out)
 
 
-@pytest.mark.parametrize("text", [
-    "plain", "$HOME", "${HOME}", "$(HOME)", "$$(HOME)", "$$", "cost: 5$", "$(", "$(unclosed",
-    "a$$$(HOME)b", "$(date +%F) and $((1+2))", "${rank0_env} stays",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain",
+        "$HOME",
+        "${HOME}",
+        "$(HOME)",
+        "$$(HOME)",
+        "$$",
+        "cost: 5$",
+        "$(",
+        "$(unclosed",
+        "a$$$(HOME)b",
+        "$(date +%F) and $((1+2))",
+        "${rank0_env} stays",
+    ],
+)
 def test_text_survives_kubelet_expansion(text: str) -> None:
     env = {"HOME": "/root", "date +%F": "BOOM", "TRAINLAUNCH_REPLICA_ID": "3"}
     assert kubelet_expand(kube_text(text), env) == text
@@ -124,7 +137,8 @@ def test_replica_id_macro_expands_per_pod() -> None:
     # $(VAR) only expands variables defined earlier: the replica id must come first.
     assert c["env"][0]["name"] == "TRAINLAUNCH_REPLICA_ID"
     assert c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == (
-        "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    )
 
 
 def test_app_id_and_rank0_macros() -> None:
@@ -183,30 +197,38 @@ def test_retries_replica_uses_per_index_limits_on_new_servers() -> None:
     assert "server_version" in (e.value.hint or "")
 
 
-@pytest.mark.parametrize("cfg, match", [
-    ({"labels": {"trainlaunch.io/app": "x"}}, "reserved"),
-    ({"tolerations": ["gpu:Sometimes"]}, "bad toleration"),
-    ({"tolerations": ["=x"]}, "bad toleration"),
-    ({"image_pull_policy": "Sometimes"}, "image_pull_policy"),
-    ({"server_version": "1.20"}, "older than"),
-    ({"server_version": "latest"}, "server_version"),
-    ({"rdzv_port": 70000}, "rdzv_port"),
-])
+@pytest.mark.parametrize(
+    "cfg, match",
+    [
+        ({"labels": {"trainlaunch.io/app": "x"}}, "reserved"),
+        ({"tolerations": ["gpu:Sometimes"]}, "bad toleration"),
+        ({"tolerations": ["=x"]}, "bad toleration"),
+        ({"image_pull_policy": "Sometimes"}, "image_pull_policy"),
+        ({"server_version": "1.20"}, "older than"),
+        ({"server_version": "latest"}, "server_version"),
+        ({"rdzv_port": 70000}, "rdzv_port"),
+    ],
+)
 def test_bad_options(cfg: dict[str, Any], match: str) -> None:
     with pytest.raises(UsageError, match=match):
         render(echo_app(), **cfg)
 
 
-@pytest.mark.parametrize("app, cfg, match", [
-    (echo_app(image=""), {}, "no image"),
-    (echo_app(), {"namespace": "Team_X"}, "namespace"),
-    (echo_app(), {"labels": {"team": "-bad-"}}, "label team"),
-    (echo_app(), {"node_selector": {"bad key!": "x"}}, "nodeSelector key"),
-    (echo_app(), {"shm_size": "lots"}, "sizeLimit|quantity"),
-    (echo_app(env={"1BAD": "x"}), {}, "env name '1BAD'"),
-    (echo_app(port_map={"Web_UI": 80}), {}, "port name 'Web_UI'"),
-])
-def test_dryrun_rejects_what_the_api_server_would(app: AppDef, cfg: dict[str, Any], match: str) -> None:
+@pytest.mark.parametrize(
+    "app, cfg, match",
+    [
+        (echo_app(image=""), {}, "no image"),
+        (echo_app(), {"namespace": "Team_X"}, "namespace"),
+        (echo_app(), {"labels": {"team": "-bad-"}}, "label team"),
+        (echo_app(), {"node_selector": {"bad key!": "x"}}, "nodeSelector key"),
+        (echo_app(), {"shm_size": "lots"}, "sizeLimit|quantity"),
+        (echo_app(env={"1BAD": "x"}), {}, "env name '1BAD'"),
+        (echo_app(port_map={"Web_UI": 80}), {}, "port name 'Web_UI'"),
+    ],
+)
+def test_dryrun_rejects_what_the_api_server_would(
+    app: AppDef, cfg: dict[str, Any], match: str
+) -> None:
     with pytest.raises(UsageError, match=match):
         dryrun(app, **cfg)
 

@@ -75,15 +75,30 @@ def variants() -> list[tuple[str, AppDef, dict[str, Any]]]:
     role = echo_app(3).roles[0]
     out: list[tuple[str, AppDef, dict[str, Any]]] = [
         ("retries", AppDef("r", (role.replace(max_retries=3),)), {}),
-        ("replica-retries", AppDef("r", (role.replace(max_retries=1, retry_policy=RetryPolicy.REPLICA),)),
-         {"server_version": "1.29"}),
-        ("no-resources", AppDef("r", (role.replace(resource=TlResource(cpu=0, gpu=0, memMB=0)),)), {}),
+        (
+            "replica-retries",
+            AppDef("r", (role.replace(max_retries=1, retry_policy=RetryPolicy.REPLICA),)),
+            {"server_version": "1.29"},
+        ),
+        (
+            "no-resources",
+            AppDef("r", (role.replace(resource=TlResource(cpu=0, gpu=0, memMB=0)),)),
+            {},
+        ),
         ("ports", AppDef("r", (role.replace(port_map={"c10d": 29500, "metrics": 9090}),)), {}),
         ("two-roles", AppDef("r", (role, Role("ps", "python", image="i"))), {"rdzv_port": 1234}),
     ]
-    opts = {"service_account": "sa", "priority_class": "p", "node_selector": {"k": "v"},
-            "tolerations": ["a=b:NoSchedule", "c"], "labels": {"x": "y"}, "annotations": {"z": "w"},
-            "image_pull_secrets": ["s"], "image_pull_policy": "Always", "shm_size": "1Gi"}
+    opts = {
+        "service_account": "sa",
+        "priority_class": "p",
+        "node_selector": {"k": "v"},
+        "tolerations": ["a=b:NoSchedule", "c"],
+        "labels": {"x": "y"},
+        "annotations": {"z": "w"},
+        "image_pull_secrets": ["s"],
+        "image_pull_policy": "Always",
+        "shm_size": "1Gi",
+    }
     out += [(f"opt-{k}", AppDef("r", (role,)), {k: v}) for k, v in opts.items()]
     return out
 
@@ -102,11 +117,14 @@ def test_newer_fields_are_rendered_only_for_newer_servers() -> None:
     assert "podReplacementPolicy" in errors and "backoffLimitPerIndex" in errors
 
 
-@pytest.mark.parametrize("path, value, expect", [
-    (("spec", "backofLimit"), 1, "backofLimit"),  # a typo: strict schemas reject unknown fields
-    (("spec", "completions"), "two", "'two' is not of type"),
-    (("spec", "template", "spec", "containers", 0, "env", 1, "value"), 3, "3 is not of type"),
-])
+@pytest.mark.parametrize(
+    "path, value, expect",
+    [
+        (("spec", "backofLimit"), 1, "backofLimit"),  # a typo: strict schemas reject unknown fields
+        (("spec", "completions"), "two", "'two' is not of type"),
+        (("spec", "template", "spec", "containers", 0, "env", 1, "value"), 3, "3 is not of type"),
+    ],
+)
 def test_the_validator_catches_mistakes(path: tuple[Any, ...], value: Any, expect: str) -> None:
     job = copy.deepcopy(render_case("echo_defaults")[0])
     target = job

@@ -47,22 +47,36 @@ def test_fifty_apps_and_two_hundred_parallel_queries(reaper: CLI) -> None:
         fcntl.flock(held, fcntl.LOCK_EX)
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-            handles = list(pool.map(
-                lambda i: cli.run("utils.sh", "--env", f"N={i}", body), range(APPS)))
+            handles = list(
+                pool.map(lambda i: cli.run("utils.sh", "--env", f"N={i}", body), range(APPS))
+            )
         submit_s = time.monotonic() - t0
         assert len(set(handles)) == APPS
         for h in handles:
             running_replicas(cli, h, 1, timeout=60)
-        wait_until(lambda: len(list(cli.home.glob("apps/*/logs/sh/0/stdout.log"))) == APPS
-                   and all(p.read_bytes() for p in cli.home.glob("apps/*/logs/sh/0/stdout.log")),
-                   timeout=60, what="every app to print its start line")
+        wait_until(
+            lambda: (
+                len(list(cli.home.glob("apps/*/logs/sh/0/stdout.log"))) == APPS
+                and all(p.read_bytes() for p in cli.home.glob("apps/*/logs/sh/0/stdout.log"))
+            ),
+            timeout=60,
+            what="every app to print its start line",
+        )
 
         rng = random.Random(8)
         calls = []
         for _ in range(QUERIES):
             i = rng.randrange(APPS)
-            calls.append(rng.choice([("status", "--json", handles[i]), ("list", "--json"),
-                                     ("logs", "--raw", handles[i]), ("describe", handles[i])]))
+            calls.append(
+                rng.choice(
+                    [
+                        ("status", "--json", handles[i]),
+                        ("list", "--json"),
+                        ("logs", "--raw", handles[i]),
+                        ("describe", handles[i]),
+                    ]
+                )
+            )
 
         def query(args: tuple[str, ...]) -> tuple[tuple[str, ...], int, str, str]:
             p = cli(*args, timeout=120)
@@ -100,8 +114,10 @@ def test_fifty_apps_and_two_hundred_parallel_queries(reaper: CLI) -> None:
     for path in (cli.home / "apps").glob("*/*.json"):
         json.loads(path.read_bytes())  # every record intact
     assert all(app_processes(h) == [] for h in handles)
-    print(f"\n{APPS} apps submitted in {submit_s:.1f}s; {QUERIES} queries in {query_s:.1f}s "
-          f"({QUERIES / query_s:.1f}/s with {WORKERS} workers)")
+    print(
+        f"\n{APPS} apps submitted in {submit_s:.1f}s; {QUERIES} queries in {query_s:.1f}s "
+        f"({QUERIES / query_s:.1f}/s with {WORKERS} workers)"
+    )
 
 
 WRITER = r"""
@@ -153,8 +169,15 @@ def test_flooding_replica_log_is_complete_and_supervisor_rss_flat(reaper: CLI) -
     cli = reaper
     (cli.cwd / "writer.py").write_text(WRITER)
     wrote = cli.cwd / "wrote.txt"
-    handle = cli.run("utils.python", "--env", f"WROTE_FILE={wrote}", "writer.py",
-                     str(RATE_MB_S), str(LOAD_SECONDS), str(LINE))
+    handle = cli.run(
+        "utils.python",
+        "--env",
+        f"WROTE_FILE={wrote}",
+        "writer.py",
+        str(RATE_MB_S),
+        str(LOAD_SECONDS),
+        str(LINE),
+    )
     running_replicas(cli, handle, 1)
     sup = supervisor_pid(cli, handle)
     samples: list[int] = []
@@ -186,13 +209,15 @@ def test_flooding_replica_log_is_complete_and_supervisor_rss_flat(reaper: CLI) -
     mb_s = size / 1e6 / LOAD_SECONDS
 
     assert len(samples) >= 4, samples
-    steady = samples[len(samples) // 4:]  # after start-up
+    steady = samples[len(samples) // 4 :]  # after start-up
     third = max(1, len(steady) // 3)
     early, late = statistics.mean(steady[:third]), statistics.mean(steady[-third:])
     peak_mib = max(samples) / 1024
-    print(f"\nwrote {written} lines ({size / 1e6:.0f} MB, {mb_s:.0f} MB/s) in {LOAD_SECONDS:g}s; "
-          f"supervisor RSS {min(samples) / 1024:.1f}-{peak_mib:.1f} MiB over "
-          f"{len(samples)} samples")
+    print(
+        f"\nwrote {written} lines ({size / 1e6:.0f} MB, {mb_s:.0f} MB/s) in {LOAD_SECONDS:g}s; "
+        f"supervisor RSS {min(samples) / 1024:.1f}-{peak_mib:.1f} MiB over "
+        f"{len(samples)} samples"
+    )
     assert peak_mib < 30, f"supervisor RSS peaked at {peak_mib:.1f} MiB"
     assert late - early < 1024, f"supervisor RSS grew from {early:.0f} to {late:.0f} KiB"
     if mb_s < RATE_MB_S / 2:

@@ -44,13 +44,23 @@ class Node:
     def __init__(self, tmp: Path, *argv: str, env: dict[str, str] | None = None) -> None:
         self.dir = tmp / "replica"
         self.error_file = self.dir / "error.json"
-        full = {**os.environ, "PYTHONPATH": str(REPO), settings.REPLICA_LOG_DIR: str(self.dir),
-                "TORCHELASTIC_ERROR_FILE": str(self.error_file), **(env or {})}
+        full = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            settings.REPLICA_LOG_DIR: str(self.dir),
+            "TORCHELASTIC_ERROR_FILE": str(self.error_file),
+            **(env or {}),
+        }
         for k in [k for k in full if k.startswith("PET_")]:
             del full[k]
-        self.proc = subprocess.Popen([sys.executable, "-m", "trainlaunch.agent", *argv],
-                                     env=full, cwd=FIXTURES, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "trainlaunch.agent", *argv],
+            env=full,
+            cwd=FIXTURES,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         _started.append(self)
 
     def wait(self, timeout: float = 120) -> tuple[int, str, str]:
@@ -65,8 +75,10 @@ class Node:
         return run_dir / f"attempt_{attempt}" / str(local_rank) / name
 
     def pids(self, pid_dir: Path, n: int) -> list[int]:
-        files = wait_until(lambda: len(list(pid_dir.glob("*.pid"))) == n and
-                           list(pid_dir.glob("*.pid")), what=f"{n} pid files")
+        files = wait_until(
+            lambda: len(list(pid_dir.glob("*.pid"))) == n and list(pid_dir.glob("*.pid")),
+            what=f"{n} pid files",
+        )
         return [int(f.read_text()) for f in files]
 
 
@@ -78,8 +90,15 @@ def check_training(out_dir: Path, world: int) -> None:
 
 
 def test_real_ddp_training_on_4_ranks(tmp_path: Path) -> None:
-    node = Node(tmp_path, "--nproc-per-node", "4", "train_ddp.py", "--steps", "200",
-                env={"OUT_DIR": str(tmp_path)})
+    node = Node(
+        tmp_path,
+        "--nproc-per-node",
+        "4",
+        "train_ddp.py",
+        "--steps",
+        "200",
+        env={"OUT_DIR": str(tmp_path)},
+    )
     rc, out, err = node.wait()
     assert rc == 0, err
     check_training(tmp_path, 4)
@@ -94,10 +113,24 @@ def test_real_ddp_training_on_2_nodes_x_2(tmp_path: Path) -> None:
     nodes = []
     for i in (0, 1):
         (tmp_path / str(i)).mkdir()
-        nodes.append(Node(tmp_path / str(i), "--nnodes", "2", "--nproc-per-node", "2",
-                          "train_ddp.py", "--steps", "100",
-                          env={"OUT_DIR": str(tmp_path), settings.REPLICA_ID: str(i),
-                               settings.RANK0_HOST: "localhost", settings.RDZV_PORT: port}))
+        nodes.append(
+            Node(
+                tmp_path / str(i),
+                "--nnodes",
+                "2",
+                "--nproc-per-node",
+                "2",
+                "train_ddp.py",
+                "--steps",
+                "100",
+                env={
+                    "OUT_DIR": str(tmp_path),
+                    settings.REPLICA_ID: str(i),
+                    settings.RANK0_HOST: "localhost",
+                    settings.RDZV_PORT: port,
+                },
+            )
+        )
     for node in nodes:
         rc, _, err = node.wait()
         assert rc == 0, err
@@ -109,8 +142,16 @@ def test_real_ddp_training_on_2_nodes_x_2(tmp_path: Path) -> None:
 def test_a_raising_rank_is_the_root_cause(tmp_path: Path, record: bool) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    node = Node(tmp_path, "--nproc-per-node", "3", "fail.py", "1", "raise",
-                *(["--record"] if record else []), env={"PID_DIR": str(pid_dir)})
+    node = Node(
+        tmp_path,
+        "--nproc-per-node",
+        "3",
+        "fail.py",
+        "1",
+        "raise",
+        *(["--record"] if record else []),
+        env={"PID_DIR": str(pid_dir)},
+    )
     rc, _, err = node.wait()
     assert rc == 1
     assert "rank 1 (local_rank 1, node 0" in err and "exited with code 1" in err
@@ -128,10 +169,13 @@ def test_a_raising_rank_is_the_root_cause(tmp_path: Path, record: bool) -> None:
     assert node.record()["root_cause"]["rank"] == 1
 
 
-@pytest.mark.parametrize("mode, code, how", [
-    ("signal:SIGKILL", 137, "killed by SIGKILL"), ("exit:7", 7, "exited with code 7")])
-def test_signal_or_exit_code_of_the_failing_rank(tmp_path: Path, mode: str, code: int,
-                                                 how: str) -> None:
+@pytest.mark.parametrize(
+    "mode, code, how",
+    [("signal:SIGKILL", 137, "killed by SIGKILL"), ("exit:7", 7, "exited with code 7")],
+)
+def test_signal_or_exit_code_of_the_failing_rank(
+    tmp_path: Path, mode: str, code: int, how: str
+) -> None:
     node = Node(tmp_path, "--nproc-per-node", "2", "fail.py", "0", mode)
     rc, _, err = node.wait()
     assert rc == code and "rank 0 (local_rank 0, node 0" in err and how in err
@@ -143,25 +187,37 @@ def test_signal_or_exit_code_of_the_failing_rank(tmp_path: Path, mode: str, code
 
 
 def test_restart_runs_a_fresh_attempt_and_succeeds(tmp_path: Path) -> None:
-    node = Node(tmp_path, "--nproc-per-node", "2", "--max-restarts", "2", "dump_env.py",
-                "--fail-rank", "1", env={"DUMP_DIR": str(tmp_path)})
+    node = Node(
+        tmp_path,
+        "--nproc-per-node",
+        "2",
+        "--max-restarts",
+        "2",
+        "dump_env.py",
+        "--fail-rank",
+        "1",
+        env={"DUMP_DIR": str(tmp_path)},
+    )
     rc, _, err = node.wait()
     assert rc == 0, err
     assert "rank 1 exited with code 3; restarting all 2 workers (restart 1 of 2)" in err
     rec = node.record()
     assert rec["restarts"] == 1 and [a["result"] for a in rec["attempts"]] == [
-        "FAILED", "SUCCEEDED"]
+        "FAILED",
+        "SUCCEEDED",
+    ]
     assert rec["attempts"][0]["root_cause"]["rank"] == 1
     for attempt in (0, 1):  # each attempt's logs kept apart
         assert node.rank_file(1, "stderr.log", attempt).exists()
     env = json.loads((tmp_path / "rank1_a1.json").read_text())["env"]
-    assert env["TORCHELASTIC_RESTART_COUNT"] == "1" and "attempt_1/1/error.json" in env[
-        "TORCHELASTIC_ERROR_FILE"]
+    assert (
+        env["TORCHELASTIC_RESTART_COUNT"] == "1"
+        and "attempt_1/1/error.json" in env["TORCHELASTIC_ERROR_FILE"]
+    )
 
 
 def test_restarts_exhausted(tmp_path: Path) -> None:
-    node = Node(tmp_path, "--nproc-per-node", "2", "--max-restarts", "1", "fail.py", "1",
-                "exit:5")
+    node = Node(tmp_path, "--nproc-per-node", "2", "--max-restarts", "1", "fail.py", "1", "exit:5")
     rc, _, err = node.wait()
     assert rc == 5 and "FAILED (restarts: 1/1)" in err
     assert [a["attempt"] for a in node.record()["attempts"]] == [0, 1]
@@ -170,11 +226,26 @@ def test_restarts_exhausted(tmp_path: Path) -> None:
 def test_sigterm_mid_training_stops_every_rank(tmp_path: Path) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    node = Node(tmp_path, "--nproc-per-node", "2", "train_ddp.py", "--steps", "1000000",
-                "--pid-dir", str(pid_dir), env={"OUT_DIR": str(tmp_path)})
+    node = Node(
+        tmp_path,
+        "--nproc-per-node",
+        "2",
+        "train_ddp.py",
+        "--steps",
+        "1000000",
+        "--pid-dir",
+        str(pid_dir),
+        env={"OUT_DIR": str(tmp_path)},
+    )
     pids = node.pids(pid_dir, 2)
-    wait_until(lambda: (node.dir / "agent.json").exists() and "step 0" in
-               node.rank_file(1, "stdout.log").read_text(), timeout=60, what="training")
+    wait_until(
+        lambda: (
+            (node.dir / "agent.json").exists()
+            and "step 0" in node.rank_file(1, "stdout.log").read_text()
+        ),
+        timeout=60,
+        what="training",
+    )
     node.proc.send_signal(signal.SIGTERM)
     rc, _, err = node.wait(timeout=60)
     assert rc == 128 + signal.SIGTERM
@@ -188,8 +259,15 @@ def test_sigterm_mid_training_stops_every_rank(tmp_path: Path) -> None:
 def test_grace_period_then_sigkill(tmp_path: Path) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    node = Node(tmp_path, "--nproc-per-node", "2", "--shutdown-timeout", "1", "stubborn.py",
-                env={"PID_DIR": str(pid_dir)})
+    node = Node(
+        tmp_path,
+        "--nproc-per-node",
+        "2",
+        "--shutdown-timeout",
+        "1",
+        "stubborn.py",
+        env={"PID_DIR": str(pid_dir)},
+    )
     pids = node.pids(pid_dir, 2)
     start = time.monotonic()
     node.proc.send_signal(signal.SIGTERM)  # forwarded, and ignored by the ranks
@@ -203,8 +281,9 @@ def test_grace_period_then_sigkill(tmp_path: Path) -> None:
 def test_no_rank_outlives_a_sigkilled_agent(tmp_path: Path) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    node = Node(tmp_path, "--nproc-per-node", "3", "fail.py", "99", "raise",
-                env={"PID_DIR": str(pid_dir)})
+    node = Node(
+        tmp_path, "--nproc-per-node", "3", "fail.py", "99", "raise", env={"PID_DIR": str(pid_dir)}
+    )
     pids = node.pids(pid_dir, 3)
     wait_until(lambda: (node.dir / "agent.json").exists(), what="agent.json")
     assert {w["pid"] for w in node.record()["workers"]} == set(pids)  # for the backend's stop
@@ -218,8 +297,17 @@ def test_two_jobs_started_at_the_same_moment(tmp_path: Path) -> None:
     nodes = []
     for i in (0, 1):
         (tmp_path / str(i)).mkdir()
-        nodes.append(Node(tmp_path / str(i), "--nproc-per-node", "1", "train_ddp.py",
-                          "--steps", "5", env={"OUT_DIR": str(tmp_path / str(i))}))
+        nodes.append(
+            Node(
+                tmp_path / str(i),
+                "--nproc-per-node",
+                "1",
+                "train_ddp.py",
+                "--steps",
+                "5",
+                env={"OUT_DIR": str(tmp_path / str(i))},
+            )
+        )
     for node in nodes:
         rc, _, err = node.wait()
         assert rc == 0, err
@@ -227,16 +315,24 @@ def test_two_jobs_started_at_the_same_moment(tmp_path: Path) -> None:
     assert len(ports) == 2  # each job reserved its own free port
 
 
-@pytest.mark.parametrize("argv, out_has, out_lacks, err_has", [
-    ([], ["out 0 a\n", "out 1 b\n"], ["[default"], ["err 1\n"]),
-    (["--tee", "3"], ["[default0]:out 0 a\n", "[default1]:out 1 b\n"], [], ["[default1]:err 1"]),
-    (["--tee", "3", "--local-ranks-filter", "1"], ["[default1]:out 1 a"], ["out 0"], []),
-    (["--redirects", "3"], [], ["out"], []),
-    (["--redirects", "1", "--role", "w"], [], ["out"], ["err 0"]),
-])
-def test_console_follows_tee_redirects_and_filter(tmp_path: Path, argv: list[str],
-                                                  out_has: list[str], out_lacks: list[str],
-                                                  err_has: list[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, out_has, out_lacks, err_has",
+    [
+        ([], ["out 0 a\n", "out 1 b\n"], ["[default"], ["err 1\n"]),
+        (
+            ["--tee", "3"],
+            ["[default0]:out 0 a\n", "[default1]:out 1 b\n"],
+            [],
+            ["[default1]:err 1"],
+        ),
+        (["--tee", "3", "--local-ranks-filter", "1"], ["[default1]:out 1 a"], ["out 0"], []),
+        (["--redirects", "3"], [], ["out"], []),
+        (["--redirects", "1", "--role", "w"], [], ["out"], ["err 0"]),
+    ],
+)
+def test_console_follows_tee_redirects_and_filter(
+    tmp_path: Path, argv: list[str], out_has: list[str], out_lacks: list[str], err_has: list[str]
+) -> None:
     node = Node(tmp_path, "--nproc-per-node", "2", *argv, "chatter.py")
     rc, out, err = node.wait()
     assert rc == 0
@@ -269,8 +365,13 @@ def test_agent_idles_while_ranks_run_after_one_exited(tmp_path: Path) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
     go = tmp_path / "go"
-    node = Node(tmp_path, "--nproc-per-node", "2", "staggered.py",
-                env={"PID_DIR": str(pid_dir), "GO_FILE": str(go)})
+    node = Node(
+        tmp_path,
+        "--nproc-per-node",
+        "2",
+        "staggered.py",
+        env={"PID_DIR": str(pid_dir), "GO_FILE": str(go)},
+    )
     node.pids(pid_dir, 1)
     wait_until(lambda: (node.dir / "agent.json").exists(), what="agent.json")
     rank0 = node.record()["workers"][0]["pid"]
@@ -285,8 +386,9 @@ def test_agent_idles_while_ranks_run_after_one_exited(tmp_path: Path) -> None:
 
 
 def test_log_dir_dev_null_keeps_no_files_but_still_explains(tmp_path: Path) -> None:
-    node = Node(tmp_path, "--log-dir", os.devnull, "--nproc-per-node", "2", "fail.py", "0",
-                "exit:3")
+    node = Node(
+        tmp_path, "--log-dir", os.devnull, "--nproc-per-node", "2", "fail.py", "0", "exit:3"
+    )
     rc, _, err = node.wait()
     assert rc == 3 and "exiting on purpose" in err  # the stderr tail is kept in memory
     assert node.record()["run_dir"] == os.devnull
@@ -305,8 +407,15 @@ def test_usage_error_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_torchrun_engine_execs_real_torchrun(tmp_path: Path) -> None:
-    node = Node(tmp_path, "--engine", "torchrun", "--nproc-per-node", "2", "dump_env.py",
-                env={"DUMP_DIR": str(tmp_path)})
+    node = Node(
+        tmp_path,
+        "--engine",
+        "torchrun",
+        "--nproc-per-node",
+        "2",
+        "dump_env.py",
+        env={"DUMP_DIR": str(tmp_path)},
+    )
     agent_pid = node.proc.pid
     rc, _, err = node.wait()
     assert rc == 0, err

@@ -33,11 +33,22 @@ def test_stop_mid_run_cancels_and_no_rank_survives(cli: CLI, tmp_path: Path) -> 
     # torch-free ranks that run until stopped (test_ddp_agent stops a real training run)
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    handle = cli.run("dist.ddp", "--nproc", "2", "--env", f"PID_DIR={pid_dir}",
-                     str(FIXTURES / "fail.py"), "99", "raise")
+    handle = cli.run(
+        "dist.ddp",
+        "--nproc",
+        "2",
+        "--env",
+        f"PID_DIR={pid_dir}",
+        str(FIXTURES / "fail.py"),
+        "99",
+        "raise",
+    )
     try:
-        files = wait_until(lambda: len(list(pid_dir.glob("*.pid"))) == 2 and
-                           list(pid_dir.glob("*.pid")), timeout=60, what="both ranks")
+        files = wait_until(
+            lambda: len(list(pid_dir.glob("*.pid"))) == 2 and list(pid_dir.glob("*.pid")),
+            timeout=60,
+            what="both ranks",
+        )
         pids = [int(f.read_text()) for f in files]
         wait_until(lambda: cli.status(handle)["state"] == "RUNNING", what="RUNNING")
         cli("stop", handle, check=True)

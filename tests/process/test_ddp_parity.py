@@ -19,8 +19,9 @@ from trainlaunch import settings  # noqa: E402
 from trainlaunch.agent.workers import reserve_port  # noqa: E402
 
 
-def run_both(tmp_path: Path, argv: list[str], extra: dict[str, str] | None = None) -> tuple[
-        dict, dict]:
+def run_both(
+    tmp_path: Path, argv: list[str], extra: dict[str, str] | None = None
+) -> tuple[dict, dict]:
     dumps = {}
     for launcher in ("torchrun", "agent"):
         d = tmp_path / launcher
@@ -36,14 +37,19 @@ def assert_parity(theirs: dict, ours: dict) -> None:
     assert not any(problems.values()), problems
 
 
-INHERITED = {"OMP_NUM_THREADS": "3", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
-             "CUDA_VISIBLE_DEVICES": "", "PET_ROLE": "trainer"}
+INHERITED = {
+    "OMP_NUM_THREADS": "3",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
+    "CUDA_VISIBLE_DEVICES": "",
+    "PET_ROLE": "trainer",
+}
 
 
 @pytest.mark.parametrize("nproc, extra", [(1, {}), (2, {}), (4, INHERITED)])
 def test_single_node(tmp_path: Path, nproc: int, extra: dict[str, str]) -> None:
-    theirs, ours = run_both(tmp_path, ["--nproc-per-node", str(nproc), str(parity.DUMP),
-                                       "--foo", "bar"], extra)
+    theirs, ours = run_both(
+        tmp_path, ["--nproc-per-node", str(nproc), str(parity.DUMP), "--foo", "bar"], extra
+    )
     assert sorted(theirs) == [(r, 0) for r in range(nproc)]
     if extra:  # inherited settings are kept; PET_ROLE is read as torchrun reads it
         assert ours[0, 0]["env"]["OMP_NUM_THREADS"] == "3"
@@ -60,13 +66,22 @@ def test_two_nodes_static(tmp_path: Path) -> None:
         procs = []
         for node in (0, 1):
             if launcher == "torchrun":  # torchrun's static multi-node form
-                argv = ["--node-rank", str(node), "--master-addr", "localhost",
-                        "--master-port", port]
+                argv = [
+                    "--node-rank",
+                    str(node),
+                    "--master-addr",
+                    "localhost",
+                    "--master-port",
+                    port,
+                ]
                 extra = {}
             else:  # what every trainlaunch backend sets per replica
                 argv = []
-                extra = {settings.REPLICA_ID: str(node), settings.RANK0_HOST: "localhost",
-                         settings.RDZV_PORT: port}
+                extra = {
+                    settings.REPLICA_ID: str(node),
+                    settings.RANK0_HOST: "localhost",
+                    settings.RDZV_PORT: port,
+                }
             argv += ["--nnodes", "2", "--nproc-per-node", "2", str(parity.DUMP)]
             procs.append(parity.launch(launcher, argv, d, extra))
         parity.finish(procs)
@@ -77,8 +92,10 @@ def test_two_nodes_static(tmp_path: Path) -> None:
 
 
 def test_restart_after_a_failure(tmp_path: Path) -> None:
-    theirs, ours = run_both(tmp_path, ["--nproc-per-node", "2", "--max-restarts", "1",
-                                       str(parity.DUMP), "--fail-rank", "1"])
+    theirs, ours = run_both(
+        tmp_path,
+        ["--nproc-per-node", "2", "--max-restarts", "1", str(parity.DUMP), "--fail-rank", "1"],
+    )
     assert sorted(theirs) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert ours[1, 1]["env"]["TORCHELASTIC_RESTART_COUNT"] == "1"
     assert_parity(theirs, ours)

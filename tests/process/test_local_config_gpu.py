@@ -20,14 +20,21 @@ def test_seed_precedence_cli_over_env_over_project_over_user(cli: CLI) -> None:
     assert dryrun_env(cli, "utils.echo")[0]["TRAINLAUNCH_SEED"] == "1"
     (cli.cwd / ".trainlaunch.toml").write_text(
         "[run]\nseed = 2\n[scheduler.local]\ngrace_period = 3.0\n"
-        "[component.'utils.echo']\nmsg = 'from config'\n")
+        "[component.'utils.echo']\nmsg = 'from config'\n"
+    )
     envs = dryrun_env(cli, "utils.echo", env=env)
     assert envs[0]["TRAINLAUNCH_SEED"] == "2"
     assert envs[0]["TRAINLAUNCH_EXPORT_STRATEGY"] == "sampled"  # user file still applies
-    assert dryrun_env(cli, "utils.echo", env={**env, "TRAINLAUNCH_SEED": "3"}
-                      )[0]["TRAINLAUNCH_SEED"] == "3"
-    assert dryrun_env(cli, "--seed", "4", "utils.echo", env={**env, "TRAINLAUNCH_SEED": "3"}
-                      )[0]["TRAINLAUNCH_SEED"] == "4"
+    assert (
+        dryrun_env(cli, "utils.echo", env={**env, "TRAINLAUNCH_SEED": "3"})[0]["TRAINLAUNCH_SEED"]
+        == "3"
+    )
+    assert (
+        dryrun_env(cli, "--seed", "4", "utils.echo", env={**env, "TRAINLAUNCH_SEED": "3"})[0][
+            "TRAINLAUNCH_SEED"
+        ]
+        == "4"
+    )
     # component defaults from config, but an explicit argument wins
     handle = cli("run", "utils.echo", env=env, check=True).stdout.strip()
     cli.wait(handle)
@@ -45,18 +52,45 @@ def test_unknown_config_key_is_a_usage_error(cli: CLI) -> None:
 
 
 def test_each_replica_gets_its_own_gpu_slice(cli: CLI) -> None:
-    envs = dryrun_env(cli, "--cfg", "gpu_count=4", "utils.sh", "--gpu", "2",
-                      "--num-replicas", "2", "true")
+    envs = dryrun_env(
+        cli, "--cfg", "gpu_count=4", "utils.sh", "--gpu", "2", "--num-replicas", "2", "true"
+    )
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0,1", "2,3"]
-    envs = dryrun_env(cli, "utils.sh", "--gpu", "1", "--num-replicas", "3", "true",
-                      env={"TRAINLAUNCH_GPU_COUNT": "3"})
+    envs = dryrun_env(
+        cli,
+        "utils.sh",
+        "--gpu",
+        "1",
+        "--num-replicas",
+        "3",
+        "true",
+        env={"TRAINLAUNCH_GPU_COUNT": "3"},
+    )
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "2"]
-    too_many = cli("run", "--dryrun", "--cfg", "gpu_count=2", "utils.sh", "--gpu", "2",
-                   "--num-replicas", "2", "true")
+    too_many = cli(
+        "run",
+        "--dryrun",
+        "--cfg",
+        "gpu_count=2",
+        "utils.sh",
+        "--gpu",
+        "2",
+        "--num-replicas",
+        "2",
+        "true",
+    )
     assert too_many.returncode == 3 and "4 GPUs" in too_many.stderr
     assert "CUDA_VISIBLE_DEVICES" not in dryrun_env(cli, "utils.sh", "true")[0]
-    handle = cli.run("--cfg", "gpu_count=2", "utils.sh", "--gpu", "1", "--num-replicas", "2",
-                     "echo gpus=$CUDA_VISIBLE_DEVICES")
+    handle = cli.run(
+        "--cfg",
+        "gpu_count=2",
+        "utils.sh",
+        "--gpu",
+        "1",
+        "--num-replicas",
+        "2",
+        "echo gpus=$CUDA_VISIBLE_DEVICES",
+    )
     cli.wait(handle)
     out = cli("logs", handle, check=True).stdout
     assert "sh/0 gpus=0" in out and "sh/1 gpus=1" in out

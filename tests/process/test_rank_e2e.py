@@ -11,8 +11,18 @@ SCRIPT = str(Path(__file__).resolve().parents[1] / "fixtures" / "rank" / "seeded
 
 
 def launch(cli: CLI, seed: int) -> str:
-    return cli.run("--seed", str(seed), "--export-strategy", "first_rank_per_node",
-                   "dist.ddp", "--nnodes", "2", "--nproc", "2", SCRIPT)
+    return cli.run(
+        "--seed",
+        str(seed),
+        "--export-strategy",
+        "first_rank_per_node",
+        "dist.ddp",
+        "--nnodes",
+        "2",
+        "--nproc",
+        "2",
+        SCRIPT,
+    )
 
 
 def metrics(cli: CLI, handle: str) -> dict:

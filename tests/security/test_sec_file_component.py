@@ -29,8 +29,7 @@ MARK = "open({marker!r}, 'a').write({name!r} + '\\n')\n"
 # stdlib/third-party names the CLI imports lazily (after the component) on some path;
 # found by diffing sys.modules around component loading for run/--dryrun/--wait/--log
 LAZY_NAMES = ["queue", "rich", "shlex", "secrets", "threading", "fcntl", "select", "difflib"]
-SIBLINGS = ["evil", "__init__", "conftest", "setup", "sitecustomize", "usercustomize",
-            *LAZY_NAMES]
+SIBLINGS = ["evil", "__init__", "conftest", "setup", "sitecustomize", "usercustomize", *LAZY_NAMES]
 
 
 @pytest.fixture
@@ -50,12 +49,19 @@ def _executed(marker: Path) -> list[str]:
     return sorted(set(marker.read_text().split())) if marker.exists() else []
 
 
-@pytest.mark.parametrize("mode", [
-    ["--dryrun"], ["--log"],
-    *[pytest.param(m, marks=pytest.mark.slow) for m in (["--dryrun", "--json"], [], ["--wait"])],
-], ids=lambda m: " ".join(m) or "detached")
-def test_only_the_named_file_runs(reaper: CLI, project: tuple[Path, Path],
-                                  mode: list[str]) -> None:
+@pytest.mark.parametrize(
+    "mode",
+    [
+        ["--dryrun"],
+        ["--log"],
+        *[
+            pytest.param(m, marks=pytest.mark.slow)
+            for m in (["--dryrun", "--json"], [], ["--wait"])
+        ],
+    ],
+    ids=lambda m: " ".join(m) or "detached",
+)
+def test_only_the_named_file_runs(reaper: CLI, project: tuple[Path, Path], mode: list[str]) -> None:
     cli = reaper
     d, marker = project
     proc = cli("run", *mode, f"{d}/comp.py:fn", "--msg", "from the file")
@@ -97,10 +103,16 @@ def test_lazy_imports_after_loading_a_file_component_are_listed_here(reaper: CLI
         "    atexit.register(lambda: open(" + repr(str(cli.cwd / "mods.json")) + ", 'a').write("
         "__import__('json').dumps(sorted(m for m in set(sys.modules) - BEFORE "
         "if '.' not in m and not m.startswith('_'))) + '\\n'))\n"
-        "    return specs.AppDef(name='p', roles=(specs.Role(name='p', entrypoint='true'),))\n")
+        "    return specs.AppDef(name='p', roles=(specs.Role(name='p', entrypoint='true'),))\n"
+    )
     for mode in (["--dryrun"], ["--dryrun", "--json"], [], ["--wait"], ["--log"]):
-        subprocess.run([sys.executable, "-m", "trainlaunch", "run", *mode, f"{d}/probe.py:fn"],
-                       env=cli.env, cwd=cli.cwd, check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "trainlaunch", "run", *mode, f"{d}/probe.py:fn"],
+            env=cli.env,
+            cwd=cli.cwd,
+            check=True,
+            capture_output=True,
+        )
     seen = set()
     for line in (cli.cwd / "mods.json").read_text().splitlines():
         seen.update(json.loads(line))

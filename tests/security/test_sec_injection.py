@@ -18,12 +18,38 @@ import pytest
 from tests.conftest import CLI
 
 PAYLOADS = [
-    "$(touch pwned1)", "`touch pwned2`", "; touch pwned3", "| touch pwned4", "&& touch pwned5",
-    "\ntouch pwned6\n", "x'; touch pwned7; echo '", 'x"; touch pwned8; echo "', "$(<pwned9)",
-    ">pwned10", "$HOME ${PATH} $((1+1)) $", "*", "~", "?", "a\\b\\\\c", "'single'",
-    '"double"', "tab\there", "  leading and trailing  ", "", "-c", "--", "--flag=value",
-    "non-ascii: é ü ß 日本語 🚀", "\x1b[31mred\x1b[0m", "\r\n", "=", "a=b", "%s %n %x",
-    "{a,b}", "!!", "#comment",
+    "$(touch pwned1)",
+    "`touch pwned2`",
+    "; touch pwned3",
+    "| touch pwned4",
+    "&& touch pwned5",
+    "\ntouch pwned6\n",
+    "x'; touch pwned7; echo '",
+    'x"; touch pwned8; echo "',
+    "$(<pwned9)",
+    ">pwned10",
+    "$HOME ${PATH} $((1+1)) $",
+    "*",
+    "~",
+    "?",
+    "a\\b\\\\c",
+    "'single'",
+    '"double"',
+    "tab\there",
+    "  leading and trailing  ",
+    "",
+    "-c",
+    "--",
+    "--flag=value",
+    "non-ascii: é ü ß 日本語 🚀",
+    "\x1b[31mred\x1b[0m",
+    "\r\n",
+    "=",
+    "a=b",
+    "%s %n %x",
+    "{a,b}",
+    "!!",
+    "#comment",
 ]
 # --env is KEY=VALUE,KEY2=VALUE2: a value cannot hold ',' (see docs/components.md)
 ENV_PAYLOADS = [p for p in PAYLOADS if "," not in p]
@@ -68,16 +94,22 @@ def _no_pwned(*dirs: Path) -> None:
 
 
 COMPONENTS = {
-    "utils.binary": lambda printer: ["utils.binary", "--entrypoint", sys.executable,
-                                     *_env_args(), "--", str(printer)],
+    "utils.binary": lambda printer: [
+        "utils.binary",
+        "--entrypoint",
+        sys.executable,
+        *_env_args(),
+        "--",
+        str(printer),
+    ],
     "utils.python": lambda printer: ["utils.python", *_env_args(), str(printer)],
 }
 
 
-@pytest.mark.parametrize("component", [
-    "utils.binary", pytest.param("utils.python", marks=pytest.mark.slow)])
-def test_arguments_and_env_arrive_byte_for_byte(reaper: CLI, printer: Path,
-                                                component: str) -> None:
+@pytest.mark.parametrize(
+    "component", ["utils.binary", pytest.param("utils.python", marks=pytest.mark.slow)]
+)
+def test_arguments_and_env_arrive_byte_for_byte(reaper: CLI, printer: Path, component: str) -> None:
     cli = reaper
     handle = cli.run(*COMPONENTS[component](printer), *PAYLOADS)
     got = _received(cli, handle)
@@ -100,8 +132,13 @@ def test_dryrun_command_line_is_shell_safe(reaper: CLI, printer: Path) -> None:
     """--dryrun prints the command shell-quoted: pasted into a shell it is the same argv."""
     cli = reaper
     args = COMPONENTS["utils.binary"](printer)
-    raw = subprocess.run([sys.executable, "-m", "trainlaunch", "run", "--dryrun", *args,
-                          *PAYLOADS], env=cli.env, cwd=cli.cwd, capture_output=True, check=True)
+    raw = subprocess.run(
+        [sys.executable, "-m", "trainlaunch", "run", "--dryrun", *args, *PAYLOADS],
+        env=cli.env,
+        cwd=cli.cwd,
+        capture_output=True,
+        check=True,
+    )
     text = raw.stdout.decode()  # bytes: text mode would turn the payload's \r\n into \n
     command = text.split("\n  $ ", 1)[1]
     assert shlex.split(command) == [sys.executable, str(printer), *PAYLOADS]
@@ -113,11 +150,15 @@ def test_dryrun_command_line_is_shell_safe(reaper: CLI, printer: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("field,value", [
-    ("--name", "$(touch pwned)"), ("--name", "a;touch pwned"), ("--entrypoint", "$(touch pwned)"),
-])
-def test_metacharacters_in_names_never_reach_a_shell(reaper: CLI, field: str, value: str
-                                                     ) -> None:
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("--name", "$(touch pwned)"),
+        ("--name", "a;touch pwned"),
+        ("--entrypoint", "$(touch pwned)"),
+    ],
+)
+def test_metacharacters_in_names_never_reach_a_shell(reaper: CLI, field: str, value: str) -> None:
     cli = reaper
     args = ["utils.binary", "--entrypoint", "true", field, value]
     if field == "--entrypoint":

@@ -31,8 +31,15 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[CLI, str, Path]:
     # bait records: next to apps/ (store/evil), far outside, and in every directory that
     # `.`, `..` or `../..` would land on if an id were used as a path unchecked
     outside = root / "outside"
-    for bait in (cli.home / "evil", outside / "evil", real / "0", cli.home / "apps" / "0",
-                 cli.home / "apps", cli.home, root):
+    for bait in (
+        cli.home / "evil",
+        outside / "evil",
+        real / "0",
+        cli.home / "apps" / "0",
+        cli.home / "apps",
+        cli.home,
+        root,
+    ):
         shutil.copytree(real, bait, dirs_exist_ok=True)
         request = json.loads((bait / "app.json").read_text())
         request["app"]["name"] = BAIT
@@ -46,21 +53,51 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[CLI, str, Path]:
 def hostile_handles(cli: CLI, outside: Path) -> list[str]:
     home = str(cli.home)
     return [
-        "../evil", "../../outside/evil", "local://trainlaunch/../evil", "local://../evil",
-        "local://trainlaunch/..", "local://trainlaunch/.", "..", ".", "...",
-        "local://trainlaunch/..%2Fevil", "%2e%2e%2fevil", "%2E%2E/evil", "..%2f..%2foutside",
-        f"{outside}/evil", f"local://trainlaunch/{outside}/evil", f"local://trainlaunch/{home}",
-        f"local://{home}/evil", "local:///evil", "local:////etc/passwd", "file:///etc/passwd",
-        "\u2025/evil", "\uff0e\uff0e/evil", "\u2024\u2024/evil", "local://trainlaunch/\uff0e\uff0e",
-        "..\\evil", "evil/../../evil", "local://trainlaunch/evil/..", "~/evil", "$HOME/evil",
-        " ../evil", "../evil ", "local://trainlaunch/a\nb", "evil\n", "\tevil",
-        "local://trainlaunch/" + "a" * 300, "-evil", "--", "local://trainlaunch/.hidden",
+        "../evil",
+        "../../outside/evil",
+        "local://trainlaunch/../evil",
+        "local://../evil",
+        "local://trainlaunch/..",
+        "local://trainlaunch/.",
+        "..",
+        ".",
+        "...",
+        "local://trainlaunch/..%2Fevil",
+        "%2e%2e%2fevil",
+        "%2E%2E/evil",
+        "..%2f..%2foutside",
+        f"{outside}/evil",
+        f"local://trainlaunch/{outside}/evil",
+        f"local://trainlaunch/{home}",
+        f"local://{home}/evil",
+        "local:///evil",
+        "local:////etc/passwd",
+        "file:///etc/passwd",
+        "\u2025/evil",
+        "\uff0e\uff0e/evil",
+        "\u2024\u2024/evil",
+        "local://trainlaunch/\uff0e\uff0e",
+        "..\\evil",
+        "evil/../../evil",
+        "local://trainlaunch/evil/..",
+        "~/evil",
+        "$HOME/evil",
+        " ../evil",
+        "../evil ",
+        "local://trainlaunch/a\nb",
+        "evil\n",
+        "\tevil",
+        "local://trainlaunch/" + "a" * 300,
+        "-evil",
+        "--",
+        "local://trainlaunch/.hidden",
     ]
 
 
 @pytest.mark.parametrize("command", ["status", "logs", "stop", "describe", "wait"])
-def test_hostile_handles_never_leave_the_store(store: tuple[CLI, str, Path], tmp_path: Path,
-                                               command: str) -> None:
+def test_hostile_handles_never_leave_the_store(
+    store: tuple[CLI, str, Path], tmp_path: Path, command: str
+) -> None:
     cli, _, outside = store
     before = sorted(str(p) for p in cli.home.parent.rglob("*"))
     with cli_env(cli.home, cli.cwd):
@@ -73,11 +110,23 @@ def test_hostile_handles_never_leave_the_store(store: tuple[CLI, str, Path], tmp
     assert after == before, "a command created files (e.g. a lock) outside the app's directory"
 
 
-@pytest.mark.parametrize("suffix", ["../0", "..%2F../0", "../../evil/0", "/0", "./0",
-                                    "\uff0e\uff0e/0", "echo/../0", "echo/0/../..", "echo/-1",
-                                    "echo/0,../1", "echo/99"])
-def test_logs_role_and_replica_cannot_traverse(store: tuple[CLI, str, Path], suffix: str
-                                               ) -> None:
+@pytest.mark.parametrize(
+    "suffix",
+    [
+        "../0",
+        "..%2F../0",
+        "../../evil/0",
+        "/0",
+        "./0",
+        "\uff0e\uff0e/0",
+        "echo/../0",
+        "echo/0/../..",
+        "echo/-1",
+        "echo/0,../1",
+        "echo/99",
+    ],
+)
+def test_logs_role_and_replica_cannot_traverse(store: tuple[CLI, str, Path], suffix: str) -> None:
     cli, app_id, _ = store
     with cli_env(cli.home, cli.cwd):
         argv = ["logs", f"{app_id}/{suffix}"]
@@ -88,8 +137,13 @@ def test_logs_role_and_replica_cannot_traverse(store: tuple[CLI, str, Path], suf
 
 def test_a_few_hostile_handles_through_the_real_cli(store: tuple[CLI, str, Path]) -> None:
     cli, app_id, outside = store
-    for handle in ["../evil", "local://trainlaunch/..%2Fevil", f"{outside}/evil",
-                   "\uff0e\uff0e/evil", f"{app_id}/../0"]:
+    for handle in [
+        "../evil",
+        "local://trainlaunch/..%2Fevil",
+        f"{outside}/evil",
+        "\uff0e\uff0e/evil",
+        f"{app_id}/../0",
+    ]:
         for command in ("status", "logs"):
             proc = cli(command, handle)
             assert proc.returncode in (2, 4), proc.stderr

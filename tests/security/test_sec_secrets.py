@@ -15,9 +15,20 @@ import pytest
 from tests.conftest import CLI
 
 # name -> a unique value; the names are spelled the ways people spell them
-SECRET_NAMES = ["HF_TOKEN", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD",
-                "OPENAI_API_KEY", "WANDB_API_KEY", "SSH_KEY", "client_secret", "my_password",
-                "Api_Key", "PASSWD", "KEY"]
+SECRET_NAMES = [
+    "HF_TOKEN",
+    "GITHUB_TOKEN",
+    "AWS_SECRET_ACCESS_KEY",
+    "DB_PASSWORD",
+    "OPENAI_API_KEY",
+    "WANDB_API_KEY",
+    "SSH_KEY",
+    "client_secret",
+    "my_password",
+    "Api_Key",
+    "PASSWD",
+    "KEY",
+]
 # *KEY* as documented ("names like ... *KEY*"): the key word glued to another word
 GLUED_KEY_NAMES = ["PRIVATEKEY", "SSHKEY", "GPGKEY_PASSPHRASE"]
 
@@ -37,8 +48,9 @@ def _leaks(text: str, secrets: dict[str, str]) -> list[str]:
     return [k for k, v in secrets.items() if v in text]
 
 
-@pytest.mark.parametrize("component", [
-    "utils.sh", pytest.param("dist.ddp", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "component", ["utils.sh", pytest.param("dist.ddp", marks=pytest.mark.slow)]
+)
 def test_dryrun_masks_secrets(cli: CLI, component: str) -> None:
     secrets = _secrets(SECRET_NAMES)
     tail = ["true"] if component == "utils.sh" else ["-j", "1x2", "--script", "train.py"]
@@ -59,14 +71,23 @@ def test_describe_status_list_mask_secrets(reaper: CLI) -> None:
     secrets = _secrets(SECRET_NAMES)
     handle = cli.run("utils.sh", *_env_args(secrets), "exit 2")
     cli.wait(handle)
-    for args in (["describe", handle], ["describe", "--json", handle], ["status", handle],
-                 ["status", "--json", handle], ["list"], ["list", "--json"], ["wait", handle]):
+    for args in (
+        ["describe", handle],
+        ["describe", "--json", handle],
+        ["status", handle],
+        ["status", "--json", handle],
+        ["list"],
+        ["list", "--json"],
+        ["wait", handle],
+    ):
         proc = cli(*args)
         assert _leaks(proc.stdout + proc.stderr, secrets) == [], f"{args} leaks"
     desc = json.loads(cli("describe", "--json", handle, check=True).stdout)
     assert "visible-value" in json.dumps(desc)
-    for args in (["describe", "--show-secrets", handle],
-                 ["describe", "--json", "--show-secrets", handle]):
+    for args in (
+        ["describe", "--show-secrets", handle],
+        ["describe", "--json", "--show-secrets", handle],
+    ):
         proc = cli(*args, check=True)
         assert _leaks(proc.stdout, secrets) == list(secrets), f"{args} must show them"
 

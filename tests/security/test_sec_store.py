@@ -28,9 +28,13 @@ def _modes(root: Path) -> list[str]:
     return sorted(set(loose))
 
 
-@pytest.mark.parametrize("umask", [
-    pytest.param(0o022, id="umask022"),
-    pytest.param(0o000, id="umask000", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "umask",
+    [
+        pytest.param(0o022, id="umask022"),
+        pytest.param(0o000, id="umask000", marks=pytest.mark.slow),
+    ],
+)
 def test_everything_in_the_store_is_private(reaper: CLI, umask: int) -> None:
     cli = reaper
 
@@ -47,18 +51,34 @@ def test_everything_in_the_store_is_private(reaper: CLI, umask: int) -> None:
     wait_processes(stopped, 1)
     run("stop", stopped)  # creates the lock file and rewrites state.json
     app = cli.home / "apps" / done.rsplit("/", 1)[1]
-    expected = ["app.json", "state.json", "supervisor.json", "supervisor.log",
-                "logs/sh/0/stdout.log", "logs/sh/0/stderr.log", "logs/sh/1/stdout.log"]
+    expected = [
+        "app.json",
+        "state.json",
+        "supervisor.json",
+        "supervisor.log",
+        "logs/sh/0/stdout.log",
+        "logs/sh/0/stderr.log",
+        "logs/sh/1/stdout.log",
+    ]
     for rel in expected:
         assert (app / rel).exists(), rel
     assert _modes(cli.home) == [], "readable or writable by others"
 
 
-@pytest.mark.parametrize("target,mode", [
-    ("home", 0o777), ("apps", 0o770),
-    *[pytest.param(t, m, marks=pytest.mark.slow) for t in ("home", "apps")
-      for m in (0o777, 0o770, 0o1777, 0o722) if (t, m) not in (("home", 0o777), ("apps", 0o770))]
-], ids=lambda v: oct(v) if isinstance(v, int) else v)
+@pytest.mark.parametrize(
+    "target,mode",
+    [
+        ("home", 0o777),
+        ("apps", 0o770),
+        *[
+            pytest.param(t, m, marks=pytest.mark.slow)
+            for t in ("home", "apps")
+            for m in (0o777, 0o770, 0o1777, 0o722)
+            if (t, m) not in (("home", 0o777), ("apps", 0o770))
+        ],
+    ],
+    ids=lambda v: oct(v) if isinstance(v, int) else v,
+)
 def test_store_writable_by_others_is_refused(reaper: CLI, target: str, mode: int) -> None:
     cli = reaper
     (cli.home / "apps").mkdir(parents=True, mode=0o700)
@@ -69,8 +89,9 @@ def test_store_writable_by_others_is_refused(reaper: CLI, target: str, mode: int
         proc = cli(*args)
         assert proc.returncode == 5, f"{args}: {proc.returncode} {proc.stderr}"
         errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-        assert errors == [f"error: refusing to use app store {path}: writable by other users"], \
+        assert errors == [f"error: refusing to use app store {path}: writable by other users"], (
             proc.stderr
+        )
         assert f"hint: run: chmod go-w {path}" in proc.stderr
     assert list((cli.home / "apps").iterdir()) == [], "an app was created in a shared store"
 

@@ -30,15 +30,19 @@ def cluster_nodes() -> tuple[int, str]:
     if shutil.which("sinfo") is None:
         return 0, "sinfo not found: no Slurm here (scripts/slurm-dev-cluster start makes one)"
     try:
-        proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True,
-                              text=True, timeout=15)
+        proc = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, timeout=15
+        )
     except subprocess.TimeoutExpired:
         return 0, "sinfo did not answer within 15 s"
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
         return 0, f"no Slurm cluster answers (sinfo: {last})"
-    up = {ln.split()[0] for ln in proc.stdout.splitlines()
-          if ln.split()[-1].rstrip("*~#") in ("idle", "mix", "alloc", "comp")}
+    up = {
+        ln.split()[0]
+        for ln in proc.stdout.splitlines()
+        if ln.split()[-1].rstrip("*~#") in ("idle", "mix", "alloc", "comp")
+    }
     return len(up), "" if up else "the Slurm cluster has no usable node"
 
 
@@ -61,8 +65,9 @@ def two_nodes(slurm_nodes: int) -> None:
 
 
 @pytest.fixture
-def slurm(slurm_nodes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-          ) -> Iterator[SlurmScheduler]:
+def slurm(
+    slurm_nodes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[SlurmScheduler]:
     """The backend as the registry makes it, with a private trainlaunch home."""
     monkeypatch.setenv(settings.HOME, str(tmp_path / "home"))
     work = tmp_path / "work"
@@ -81,15 +86,17 @@ def run_app(sched: SlurmScheduler, app: AppDef, cfg: dict | None = None) -> str:
     return sched.schedule(sched.submit_dryrun(app, cfg or {}))
 
 
-def wait_for(sched: SlurmScheduler, job_id: str, done: object = None,
-             timeout: float = JOB_TIMEOUT_S) -> AppStatus:
+def wait_for(
+    sched: SlurmScheduler, job_id: str, done: object = None, timeout: float = JOB_TIMEOUT_S
+) -> AppStatus:
     """Poll describe until done(status) (default: terminal); fail after timeout."""
     deadline = time.monotonic() + timeout
     while True:
         st = sched.describe(job_id).status
-        if (done(st) if callable(done) else st.is_terminal):
+        if done(st) if callable(done) else st.is_terminal:
             return st
         if time.monotonic() > deadline:
-            raise AssertionError(f"slurm job {job_id} still {st.state.name} after {timeout}s: "
-                                 f"{st.msg}")
+            raise AssertionError(
+                f"slurm job {job_id} still {st.state.name} after {timeout}s: {st.msg}"
+            )
         time.sleep(0.1)

@@ -20,9 +20,25 @@ from trainlaunch.specs import AppDef, AppState, Role
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
-TORTURE = ("two words", "it's", 'say "hi"', "$(touch pwned)", "`touch pwned`", "line1\nline2",
-           "naïve ☃ 日本", "$HOME ${HOME}", "back\\slash", "", "*", "--id=${app_id}", "-",
-           "a=b", "\t", "#x", "EOF_ROLE_0")
+TORTURE = (
+    "two words",
+    "it's",
+    'say "hi"',
+    "$(touch pwned)",
+    "`touch pwned`",
+    "line1\nline2",
+    "naïve ☃ 日本",
+    "$HOME ${HOME}",
+    "back\\slash",
+    "",
+    "*",
+    "--id=${app_id}",
+    "-",
+    "a=b",
+    "\t",
+    "#x",
+    "EOF_ROLE_0",
+)
 ALLREDUCE = """\
 import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -34,11 +50,24 @@ dist.destroy_process_group()
 """
 
 
-def test_contract_echo_then_cancel_a_sleeper_then_list(slurm: SlurmScheduler,
-                                                       two_nodes: None) -> None:
-    echo = AppDef("echo", [Role("echo", "bash", (
-        "-c", 'echo "seed=$TRAINLAUNCH_SEED replica=$TRAINLAUNCH_REPLICA_ID '
-              'node=$SLURMD_NODENAME"'), num_replicas=2)])
+def test_contract_echo_then_cancel_a_sleeper_then_list(
+    slurm: SlurmScheduler, two_nodes: None
+) -> None:
+    echo = AppDef(
+        "echo",
+        [
+            Role(
+                "echo",
+                "bash",
+                (
+                    "-c",
+                    'echo "seed=$TRAINLAUNCH_SEED replica=$TRAINLAUNCH_REPLICA_ID '
+                    'node=$SLURMD_NODENAME"',
+                ),
+                num_replicas=2,
+            )
+        ],
+    )
     echo = settings.inject(echo, settings.RankSettings(seed=1234), "slurm://trainlaunch/")
     j1 = run_app(slurm, echo)
     st = wait_for(slurm, j1)
@@ -46,7 +75,9 @@ def test_contract_echo_then_cancel_a_sleeper_then_list(slurm: SlurmScheduler,
     lines = [list(slurm.log_iter(j1, "echo", k)) for k in (0, 1)]
     assert lines == [["seed=1234 replica=0 node=n1"], ["seed=1234 replica=1 node=n2"]]
     assert [(r.state, r.hostname) for r in st.replicas()] == [
-        (AppState.SUCCEEDED, "n1"), (AppState.SUCCEEDED, "n2")]
+        (AppState.SUCCEEDED, "n1"),
+        (AppState.SUCCEEDED, "n2"),
+    ]
 
     j2 = run_app(slurm, AppDef("sleeper", [Role("sleeper", "sleep", ("600",))]))
     wait_for(slurm, j2, lambda s: s.state == AppState.RUNNING)
@@ -54,25 +85,35 @@ def test_contract_echo_then_cancel_a_sleeper_then_list(slurm: SlurmScheduler,
     st2 = slurm.describe(j2).status
     assert st2.state == AppState.CANCELLED and "CANCELLED" in st2.msg
     listed = {r.app_id: (r.state, r.name, r.app_handle) for r in slurm.list()}
-    assert listed == {j1: (AppState.SUCCEEDED, "echo", f"slurm://trainlaunch/{j1}"),
-                      j2: (AppState.CANCELLED, "sleeper", f"slurm://trainlaunch/{j2}")}
+    assert listed == {
+        j1: (AppState.SUCCEEDED, "echo", f"slurm://trainlaunch/{j1}"),
+        j2: (AppState.CANCELLED, "sleeper", f"slurm://trainlaunch/{j2}"),
+    }
 
 
 def test_ddp_all_reduce_over_two_nodes(slurm: SlurmScheduler, two_nodes: None) -> None:
     from components.dist import ddp
 
     Path("allreduce.py").write_text(ALLREDUCE)
-    app = ddp("allreduce.py", nnodes="2", nproc_per_node="2",
-              env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
+    app = ddp(
+        "allreduce.py",
+        nnodes="2",
+        nproc_per_node="2",
+        env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+    )
     job_id = run_app(slurm, app)
     st = wait_for(slurm, job_id)
     role = app.roles[0].name
-    logs = [line for k in (0, 1) for line in slurm.log_iter(job_id, role, k)
-            if line.startswith("rank=") or "rank=" in line]
+    logs = [
+        line
+        for k in (0, 1)
+        for line in slurm.log_iter(job_id, role, k)
+        if line.startswith("rank=") or "rank=" in line
+    ]
     assert st.state == AppState.SUCCEEDED, (st, logs)
     seen = {}
     for line in logs:
-        fields = dict(kv.split("=") for kv in line[line.index("rank="):].split())
+        fields = dict(kv.split("=") for kv in line[line.index("rank=") :].split())
         seen[int(fields["rank"])] = fields
     assert sorted(seen) == [0, 1, 2, 3], logs
     assert {f["world"] for f in seen.values()} == {"4"}
@@ -81,11 +122,19 @@ def test_ddp_all_reduce_over_two_nodes(slurm: SlurmScheduler, two_nodes: None) -
     assert [seen[r]["local"] for r in range(4)] == ["0", "1", "0", "1"]
 
 
-def test_a_failing_rank_fails_the_app_with_its_exit_code(slurm: SlurmScheduler,
-                                                         two_nodes: None) -> None:
-    role = Role("t", "bash", ("-c", 'if [ "$TRAINLAUNCH_REPLICA_ID" = 1 ]; then '
-                                    'echo "boom on $SLURMD_NODENAME" >&2; exit 7; fi; sleep 300'),
-                num_replicas=2)
+def test_a_failing_rank_fails_the_app_with_its_exit_code(
+    slurm: SlurmScheduler, two_nodes: None
+) -> None:
+    role = Role(
+        "t",
+        "bash",
+        (
+            "-c",
+            'if [ "$TRAINLAUNCH_REPLICA_ID" = 1 ]; then '
+            'echo "boom on $SLURMD_NODENAME" >&2; exit 7; fi; sleep 300',
+        ),
+        num_replicas=2,
+    )
     job_id = run_app(slurm, AppDef("fail", [role]))
     st = wait_for(slurm, job_id)  # well before the survivor's 300 s
     assert st.state == AppState.FAILED and st.exit_code == 7, st
@@ -96,8 +145,9 @@ def test_a_failing_rank_fails_the_app_with_its_exit_code(slurm: SlurmScheduler,
 
 
 def test_quoting_torture_reaches_the_rank_exactly(slurm: SlurmScheduler) -> None:
-    code = ("import json, os, sys; print(json.dumps({'argv': sys.argv[1:], "
-            "'odd': os.environ['ODD']}))")
+    code = (
+        "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'odd': os.environ['ODD']}))"
+    )
     odd = "".join(TORTURE)
     role = Role("t", sys.executable, ("-c", code, *TORTURE), env={"ODD": odd})
     job_id = run_app(slurm, AppDef("torture", [role]))
@@ -110,26 +160,30 @@ def test_quoting_torture_reaches_the_rank_exactly(slurm: SlurmScheduler) -> None
     assert not list(Path.cwd().rglob("pwned"))
 
 
-def test_more_nodes_than_exist_is_rejected_at_submission(slurm: SlurmScheduler,
-                                                         slurm_nodes: int) -> None:
-    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                            timeout=30).stdout
+def test_more_nodes_than_exist_is_rejected_at_submission(
+    slurm: SlurmScheduler, slurm_nodes: int
+) -> None:
+    config = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, timeout=30
+    ).stdout
     if "EnforcePartLimits       = ALL" not in config and "= ANY" not in config:
         pytest.skip("this cluster queues impossible jobs (EnforcePartLimits is not ALL/ANY)")
     app = AppDef("huge", [Role("r", "true", num_replicas=slurm_nodes + 1)])
     with pytest.raises(SchedulerError) as e:
         run_app(slurm, app)
-    assert str(e.value) == ("sbatch failed: sbatch: error: Batch job submission failed: "
-                            "Node count specification invalid")
+    assert str(e.value) == (
+        "sbatch failed: sbatch: error: Batch job submission failed: "
+        "Node count specification invalid"
+    )
     assert slurm.list() == []  # nothing recorded
 
 
-def test_status_and_logs_from_another_directory_and_tail(slurm: SlurmScheduler,
-                                                         tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
-    role = Role("t", "bash", ("-c", "for i in 1 2 3 4 5; do echo line $i; sleep 0.3; done; "
-                                    "echo bye >&2"))
+def test_status_and_logs_from_another_directory_and_tail(
+    slurm: SlurmScheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    role = Role(
+        "t", "bash", ("-c", "for i in 1 2 3 4 5; do echo line $i; sleep 0.3; done; echo bye >&2")
+    )
     job_id = run_app(slurm, AppDef("talk", [role]))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -149,8 +203,12 @@ def test_status_and_logs_from_another_directory_and_tail(slurm: SlurmScheduler,
 
 
 def test_max_retries_requeues_until_it_succeeds(slurm: SlurmScheduler) -> None:
-    role = Role("t", "bash", ("-c", 'echo "attempt $TRAINLAUNCH_RESTART_COUNT"; '
-                                    '[ "$TRAINLAUNCH_RESTART_COUNT" -ge 1 ]'), max_retries=1)
+    role = Role(
+        "t",
+        "bash",
+        ("-c", 'echo "attempt $TRAINLAUNCH_RESTART_COUNT"; [ "$TRAINLAUNCH_RESTART_COUNT" -ge 1 ]'),
+        max_retries=1,
+    )
     job_id = run_app(slurm, AppDef("retry", [role]))
     st = wait_for(slurm, job_id, timeout=240)  # Slurm holds a requeued job cred_expire seconds
     assert st.state == AppState.SUCCEEDED and st.num_restarts == 1, st
@@ -161,8 +219,9 @@ def test_max_retries_requeues_until_it_succeeds(slurm: SlurmScheduler) -> None:
 
 def test_two_roles_run_as_one_heterogeneous_job(slurm: SlurmScheduler, two_nodes: None) -> None:
     show = 'echo "$TRAINLAUNCH_ROLE $SLURMD_NODENAME rank0=$TRAINLAUNCH_RANK0_HOST"'
-    app = AppDef("pair", [Role("first", "bash", ("-c", show)),
-                          Role("second", "bash", ("-c", show))])
+    app = AppDef(
+        "pair", [Role("first", "bash", ("-c", show)), Role("second", "bash", ("-c", show))]
+    )
     job_id = run_app(slurm, app)
     st = wait_for(slurm, job_id)
     assert st.state == AppState.SUCCEEDED, st
@@ -176,12 +235,17 @@ def test_two_roles_run_as_one_heterogeneous_job(slurm: SlurmScheduler, two_nodes
 def test_cli_run_wait_and_logs(slurm: SlurmScheduler, tmp_path: Path) -> None:
     env = {**os.environ, "TRAINLAUNCH_CONFIG": "", "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "trainlaunch"]
-    run = subprocess.run([*cmd, "run", "-s", "slurm", "--wait", "utils.echo", "--msg",
-                          "hi from slurm"], capture_output=True, text=True, env=env,
-                         timeout=180)
+    run = subprocess.run(
+        [*cmd, "run", "-s", "slurm", "--wait", "utils.echo", "--msg", "hi from slurm"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
     assert run.returncode == 0, run.stderr
     handle = run.stdout.strip().splitlines()[0]
     assert handle.startswith("slurm://trainlaunch/")
-    logs = subprocess.run([*cmd, "logs", handle], capture_output=True, text=True, env=env,
-                          timeout=60, cwd=tmp_path)
+    logs = subprocess.run(
+        [*cmd, "logs", handle], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
+    )
     assert logs.returncode == 0 and "hi from slurm" in logs.stdout, logs

@@ -7,18 +7,37 @@ from pathlib import Path
 
 from trainlaunch.agent.failures import Failure, error_record, root_cause, summary
 
-TRACE = ('Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
-         '    main()\nValueError: boom\n')
+TRACE = (
+    'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+    "    main()\nValueError: boom\n"
+)
 
 
-def failure(tmp_path: Path, rank: int, code: int = 1, observed: float = 100.5, order: int = 0,
-            reply: dict | None = None, tail: str = "") -> Failure:
+def failure(
+    tmp_path: Path,
+    rank: int,
+    code: int = 1,
+    observed: float = 100.5,
+    order: int = 0,
+    reply: dict | None = None,
+    tail: str = "",
+) -> Failure:
     err = tmp_path / f"{rank}.json"
     if reply is not None:
         err.write_text(json.dumps(reply))
-    return Failure(rank=rank, local_rank=rank, node_rank=0, pid=1000 + rank, exit_code=code,
-                   observed=observed, order=order, attempt=0, error_file=str(err),
-                   stderr_file=str(tmp_path / "stderr.log"), stderr_tail=tail)
+    return Failure(
+        rank=rank,
+        local_rank=rank,
+        node_rank=0,
+        pid=1000 + rank,
+        exit_code=code,
+        observed=observed,
+        order=order,
+        attempt=0,
+        error_file=str(err),
+        stderr_file=str(tmp_path / "stderr.log"),
+        stderr_tail=tail,
+    )
 
 
 def test_without_record_the_stderr_tail_is_the_traceback(tmp_path: Path) -> None:
@@ -32,8 +51,12 @@ def test_without_record_the_stderr_tail_is_the_traceback(tmp_path: Path) -> None
 
 
 def test_with_record_the_reply_file_wins(tmp_path: Path) -> None:
-    reply = {"message": {"message": "KeyError: 'x'", "extraInfo": {
-        "py_callstack": "Traceback...KeyError: 'x'", "timestamp": "90"}}}
+    reply = {
+        "message": {
+            "message": "KeyError: 'x'",
+            "extraInfo": {"py_callstack": "Traceback...KeyError: 'x'", "timestamp": "90"},
+        }
+    }
     f = failure(tmp_path, 0, reply=reply, tail="unrelated\n")
     rec = error_record(f)
     assert rec["message"]["message"] == "KeyError: 'x'"
@@ -52,12 +75,17 @@ def test_signal_is_named_and_exit_code_is_128_plus_n(tmp_path: Path) -> None:
 
 def test_plain_exit_code_message(tmp_path: Path) -> None:
     assert error_record(failure(tmp_path, 0, code=3, tail="warn\n"))["message"]["message"] == (
-        "exited with code 3")
+        "exited with code 3"
+    )
 
 
 def test_root_cause_is_the_earliest_then_the_first_reaped(tmp_path: Path) -> None:
-    early_file = failure(tmp_path, 3, order=5, reply={"message": {
-        "message": "E", "extraInfo": {"py_callstack": "", "timestamp": "99"}}})
+    early_file = failure(
+        tmp_path,
+        3,
+        order=5,
+        reply={"message": {"message": "E", "extraInfo": {"py_callstack": "", "timestamp": "99"}}},
+    )
     later = failure(tmp_path, 0, observed=100.9, order=0)
     assert root_cause([later, early_file]) is early_file
     a, b = failure(tmp_path, 0, order=2), failure(tmp_path, 1, order=1)

@@ -27,11 +27,13 @@ def console(fd: int) -> bytes:
         return b""
 
 
-@pytest.mark.parametrize("mode, first, second", [
-    ("prefix", b"[default1]:a\n", b"[default1]:b\n"), ("raw", b"a\n", b"b\n"),
-    ("none", b"", b"")])
-def test_files_get_bytes_and_console_gets_whole_lines(tmp_path: Path, mode: str, first: bytes,
-                                                     second: bytes) -> None:
+@pytest.mark.parametrize(
+    "mode, first, second",
+    [("prefix", b"[default1]:a\n", b"[default1]:b\n"), ("raw", b"a\n", b"b\n"), ("none", b"", b"")],
+)
+def test_files_get_bytes_and_console_gets_whole_lines(
+    tmp_path: Path, mode: str, first: bytes, second: bytes
+) -> None:
     s, w, cr, path = stream(tmp_path, mode)
     os.write(w, b"a\nb")
     assert s.read() is True
@@ -81,18 +83,27 @@ def test_console_gone_keeps_files(tmp_path: Path) -> None:
     assert s.console == -1 and path.read_bytes() == b"x\ny\n"
 
 
-@pytest.mark.parametrize("tee, redirects, ranks, local_rank, out, err", [
-    (0, 0, None, 0, "raw", "raw"),  # torchrun default: straight to the console
-    (3, 0, None, 1, "prefix", "prefix"),
-    (0, 3, None, 0, "none", "none"),  # redirected only: console silent
-    (1, 2, None, 0, "prefix", "none"),
-    ({1: 3}, 0, None, 0, "raw", "raw"),
-    ({1: 3}, 0, None, 1, "prefix", "prefix"),
-    (3, 0, frozenset({0}), 1, "none", "none"),  # --local-ranks-filter hides other ranks
-    (0, 0, frozenset({0}), 0, "raw", "raw"),
-])
-def test_console_modes(tee: object, redirects: object, ranks: frozenset[int] | None,
-                       local_rank: int, out: str, err: str) -> None:
+@pytest.mark.parametrize(
+    "tee, redirects, ranks, local_rank, out, err",
+    [
+        (0, 0, None, 0, "raw", "raw"),  # torchrun default: straight to the console
+        (3, 0, None, 1, "prefix", "prefix"),
+        (0, 3, None, 0, "none", "none"),  # redirected only: console silent
+        (1, 2, None, 0, "prefix", "none"),
+        ({1: 3}, 0, None, 0, "raw", "raw"),
+        ({1: 3}, 0, None, 1, "prefix", "prefix"),
+        (3, 0, frozenset({0}), 1, "none", "none"),  # --local-ranks-filter hides other ranks
+        (0, 0, frozenset({0}), 0, "raw", "raw"),
+    ],
+)
+def test_console_modes(
+    tee: object,
+    redirects: object,
+    ranks: frozenset[int] | None,
+    local_rank: int,
+    out: str,
+    err: str,
+) -> None:
     modes = logs.console_modes(tee, redirects, ranks, local_rank)  # type: ignore[arg-type]
     assert (modes[logs.OUT], modes[logs.ERR]) == (out, err)
 

@@ -12,32 +12,39 @@ from trainlaunch.agent.plan import choose_engine, plan_node, rank_envs
 from trainlaunch.agent.torchrun import torchrun_argv
 from trainlaunch.errors import UsageError
 
-NODE1 = {settings.REPLICA_ID: "1", settings.RANK0_HOST: "node0", settings.RDZV_PORT: "29600",
-         settings.APP_ID: "train-abc"}
+NODE1 = {
+    settings.REPLICA_ID: "1",
+    settings.RANK0_HOST: "node0",
+    settings.RDZV_PORT: "29600",
+    settings.APP_ID: "train-abc",
+}
 
 
 def args(*argv: str, **env: str) -> flags.AgentArgs:
     return flags.parse([*argv, "train.py", "--lr", "1"], env)
 
 
-@pytest.mark.parametrize("argv, engine", [
-    ([], "agent"),
-    (["--nproc-per-node", "4", "--max-restarts", "3"], "agent"),
-    (["--standalone"], "agent"),
-    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400"], "agent"),
-    (["--master-port", "29533"], "agent"),
-    (["--nnodes", "2"], "agent"),
-    (["--nnodes", "2", "--rdzv-backend", "c10d"], "agent"),
-    (["--nnodes", "1:2"], "torchrun"),
-    (["--nnodes", "2", "--max-restarts", "1"], "torchrun"),
-    (["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "head:29400"], "torchrun"),
-    (["--rdzv-backend", "c10d", "--rdzv-endpoint", "otherhost:29400"], "torchrun"),
-    (["--rdzv-backend", "etcd"], "torchrun"),
-    (["--run-path"], "torchrun"),
-    (["--numa-binding", "node"], "torchrun"),
-    (["--nproc-per-node", "xpu"], "torchrun"),
-    (["--engine", "torchrun"], "torchrun"),
-])
+@pytest.mark.parametrize(
+    "argv, engine",
+    [
+        ([], "agent"),
+        (["--nproc-per-node", "4", "--max-restarts", "3"], "agent"),
+        (["--standalone"], "agent"),
+        (["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400"], "agent"),
+        (["--master-port", "29533"], "agent"),
+        (["--nnodes", "2"], "agent"),
+        (["--nnodes", "2", "--rdzv-backend", "c10d"], "agent"),
+        (["--nnodes", "1:2"], "torchrun"),
+        (["--nnodes", "2", "--max-restarts", "1"], "torchrun"),
+        (["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "head:29400"], "torchrun"),
+        (["--rdzv-backend", "c10d", "--rdzv-endpoint", "otherhost:29400"], "torchrun"),
+        (["--rdzv-backend", "etcd"], "torchrun"),
+        (["--run-path"], "torchrun"),
+        (["--numa-binding", "node"], "torchrun"),
+        (["--nproc-per-node", "xpu"], "torchrun"),
+        (["--engine", "torchrun"], "torchrun"),
+    ],
+)
 def test_engine(argv: list[str], engine: str) -> None:
     assert choose_engine(args(*argv))[0] == engine
 
@@ -81,18 +88,43 @@ def test_node_rank_out_of_range() -> None:
 
 
 def test_rank_envs_is_torchruns_contract() -> None:
-    envs = rank_envs(["--nproc-per-node", "2", "--role", "trainer", "-m", "pkg.train", "--x"],
-                     {settings.REPLICA_LOG_DIR: "/logs/r0"}, python="/py")
+    envs = rank_envs(
+        ["--nproc-per-node", "2", "--role", "trainer", "-m", "pkg.train", "--x"],
+        {settings.REPLICA_LOG_DIR: "/logs/r0"},
+        python="/py",
+    )
     assert [(e["rank"], e["local_rank"]) for e in envs] == [(0, 0), (1, 1)]
     e = envs[1]
     assert e["argv"] == ["/py", "-u", "-m", "pkg.train", "--x"]
     env = e["env"]
-    assert {k: env[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-                                "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME",
-                                "ROLE_WORLD_SIZE", "MASTER_ADDR", "OMP_NUM_THREADS")} == {
-        "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-        "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "ROLE_RANK": "1", "ROLE_NAME": "trainer",
-        "ROLE_WORLD_SIZE": "2", "MASTER_ADDR": "localhost", "OMP_NUM_THREADS": "1"}
+    assert {
+        k: env[k]
+        for k in (
+            "RANK",
+            "LOCAL_RANK",
+            "WORLD_SIZE",
+            "LOCAL_WORLD_SIZE",
+            "GROUP_RANK",
+            "GROUP_WORLD_SIZE",
+            "ROLE_RANK",
+            "ROLE_NAME",
+            "ROLE_WORLD_SIZE",
+            "MASTER_ADDR",
+            "OMP_NUM_THREADS",
+        )
+    } == {
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "0",
+        "GROUP_WORLD_SIZE": "1",
+        "ROLE_RANK": "1",
+        "ROLE_NAME": "trainer",
+        "ROLE_WORLD_SIZE": "2",
+        "MASTER_ADDR": "localhost",
+        "OMP_NUM_THREADS": "1",
+    }
     assert env["MASTER_PORT"] == "<free port>" and env["TORCHELASTIC_RUN_ID"] == "<uuid4>"
     assert env["TORCHELASTIC_ERROR_FILE"] == "/logs/r0/<uuid4>_<rand>/attempt_0/1/error.json"
     assert env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
@@ -102,8 +134,11 @@ def test_rank_envs_is_torchruns_contract() -> None:
 
 
 def test_rank_envs_keeps_inherited_values_and_no_python() -> None:
-    replica = {"OMP_NUM_THREADS": "4", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
-               "CUDA_VISIBLE_DEVICES": "2,3"}
+    replica = {
+        "OMP_NUM_THREADS": "4",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
+        "CUDA_VISIBLE_DEVICES": "2,3",
+    }
     env = rank_envs(["--nproc-per-node", "2", "--no-python", "./run.sh"], replica)[0]
     assert env["argv"] == ["./run.sh"]
     assert env["env"]["OMP_NUM_THREADS"] == "4"
@@ -112,10 +147,13 @@ def test_rank_envs_keeps_inherited_values_and_no_python() -> None:
 
 
 def test_rank_envs_virtual_local_rank_gives_one_gpu_each() -> None:
-    envs = rank_envs(["--nproc-per-node", "2", "--virtual-local-rank", "t.py"],
-                     {"CUDA_VISIBLE_DEVICES": "4,6"})
+    envs = rank_envs(
+        ["--nproc-per-node", "2", "--virtual-local-rank", "t.py"], {"CUDA_VISIBLE_DEVICES": "4,6"}
+    )
     assert [(e["env"]["LOCAL_RANK"], e["env"]["CUDA_VISIBLE_DEVICES"]) for e in envs] == [
-        ("0", "4"), ("0", "6")]
+        ("0", "4"),
+        ("0", "6"),
+    ]
 
 
 def test_rank_envs_second_node() -> None:
@@ -134,8 +172,12 @@ def test_rank_envs_torchrun_engine_elastic_ranks_unknown() -> None:
 
 
 def test_torchrun_argv_fills_the_backends_rendezvous() -> None:
-    argv = torchrun_argv(args("--nnodes", "1:2", "--rdzv-backend", "c10d", "--engine",
-                              "torchrun"), NODE1, "/logs/r1", python="/py")
+    argv = torchrun_argv(
+        args("--nnodes", "1:2", "--rdzv-backend", "c10d", "--engine", "torchrun"),
+        NODE1,
+        "/logs/r1",
+        python="/py",
+    )
     assert argv[:3] == ["/py", "-m", "torch.distributed.run"]
     assert "--engine" not in argv
     flat = " ".join(argv)
@@ -146,7 +188,6 @@ def test_torchrun_argv_fills_the_backends_rendezvous() -> None:
 
 
 def test_torchrun_argv_keeps_explicit_flags() -> None:
-    a = args("--nnodes", "2", "--max-restarts", "1", "--master-addr", "mine",
-             "--rdzv-id", "mine")
+    a = args("--nnodes", "2", "--max-restarts", "1", "--master-addr", "mine", "--rdzv-id", "mine")
     flat = " ".join(torchrun_argv(a, NODE1, None))
     assert "--master-addr mine" in flat and "--rdzv-id mine" in flat

@@ -11,8 +11,9 @@ import pytest
 HEAVY = ("torch", "numpy", "kubernetes", "yaml")
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["list", "--json"], ["builtins"],
-                                  ["status", "local://trainlaunch/nope-1"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["list", "--json"], ["builtins"], ["status", "local://trainlaunch/nope-1"]]
+)
 def test_cli_paths_stay_light(argv: list[str], tmp_path) -> None:
     code = (
         "import sys, json\n"
@@ -23,14 +24,20 @@ def test_cli_paths_stay_light(argv: list[str], tmp_path) -> None:
         "    pass\n"
         f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={"TRAINLAUNCH_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"TRAINLAUNCH_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     loaded = json.loads(proc.stderr.strip().splitlines()[-1])
     assert loaded == []
 
 
 def test_import_direction_rank_library_is_isolated() -> None:
-    code = ("import sys, trainlaunch.cli, trainlaunch.runner, trainlaunch.schedulers.local.backend\n"
-            "print([m for m in sys.modules if m.startswith('trainlaunch.rank')])")
+    code = (
+        "import sys, trainlaunch.cli, trainlaunch.runner, trainlaunch.schedulers.local.backend\n"
+        "print([m for m in sys.modules if m.startswith('trainlaunch.rank')])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -51,9 +51,13 @@ def test_no_files_means_builtin_defaults(project: Path, home: Path) -> None:
     assert cfg.sources == ()
     assert cfg.default_scheduler() == "local"
     assert cfg.scheduler_cfg("slurm") == {} and cfg.component_defaults("utils.echo") == {}
-    assert cfg.run_settings({}) == {"seed": None, "export_strategy": "all_ranks",
-                                    "export_rank": 0, "export_sample_rate": 1.0,
-                                    "metrics_path": None}
+    assert cfg.run_settings({}) == {
+        "seed": None,
+        "export_strategy": "all_ranks",
+        "export_rank": 0,
+        "export_sample_rate": 1.0,
+        "metrics_path": None,
+    }
 
 
 def test_project_file_is_found_from_a_subdirectory(project: Path, home: Path) -> None:
@@ -64,14 +68,17 @@ def test_project_file_is_found_from_a_subdirectory(project: Path, home: Path) ->
 
 
 def test_pyproject_tool_table(project: Path, home: Path) -> None:
-    write(project / "pyproject.toml", """
+    write(
+        project / "pyproject.toml",
+        """
         [project]
         name = "x"
         [tool.trainlaunch.run]
         seed = 2
         [tool.trainlaunch.scheduler.slurm]
         partition = "gpu"
-    """)
+    """,
+    )
     cfg = load(project / "src", home)
     assert cfg.run_settings({})["seed"] == 2
     assert cfg.scheduler_cfg("slurm") == {"partition": "gpu"}
@@ -114,8 +121,9 @@ def test_explicit_project_file_relative_to_cwd(project: Path, home: Path) -> Non
 
 
 def test_explicit_project_file_that_does_not_exist(project: Path, home: Path) -> None:
-    with pytest.raises(UsageError, match="TRAINLAUNCH_CONFIG names 'nope.toml', which is not "
-                                         "a file"):
+    with pytest.raises(
+        UsageError, match="TRAINLAUNCH_CONFIG names 'nope.toml', which is not a file"
+    ):
         load(project, home, TRAINLAUNCH_CONFIG="nope.toml")
 
 
@@ -128,10 +136,14 @@ def test_explicit_pyproject_needs_the_table(project: Path, home: Path) -> None:
 def test_user_file_locations(tmp_path: Path, home: Path) -> None:
     assert user_config_path({"HOME": str(home)}) == home / ".config/trainlaunch/config.toml"
     xdg = tmp_path / "xdg"
-    assert user_config_path({"HOME": str(home), "XDG_CONFIG_HOME": str(xdg)}) == \
-        xdg / "trainlaunch/config.toml"
-    assert user_config_path({"HOME": str(home), "XDG_CONFIG_HOME": "relative"}) == \
-        home / ".config/trainlaunch/config.toml"  # the XDG spec ignores relative values
+    assert (
+        user_config_path({"HOME": str(home), "XDG_CONFIG_HOME": str(xdg)})
+        == xdg / "trainlaunch/config.toml"
+    )
+    assert (
+        user_config_path({"HOME": str(home), "XDG_CONFIG_HOME": "relative"})
+        == home / ".config/trainlaunch/config.toml"
+    )  # the XDG spec ignores relative values
     f = write(xdg / "trainlaunch" / "config.toml", "[run]\nseed = 12\n")
     cfg = load_config(str(tmp_path), {"HOME": str(home), "XDG_CONFIG_HOME": str(xdg)})
     assert cfg.sources == (str(f),) and cfg.run_settings({})["seed"] == 12
@@ -142,20 +154,36 @@ def test_user_file_locations(tmp_path: Path, home: Path) -> None:
 LEVELS = ["default", "user", "project", "env", "cli"]
 VALUES = {
     "seed": {"user": 1, "project": 2, "env": "3", "cli": 4, "want": [None, 1, 2, 3, 4]},
-    "export_strategy": {"user": "sampled", "project": "single_rank", "env": "first_rank_per_node",
-                        "cli": "all_ranks",
-                        "want": ["all_ranks", "sampled", "single_rank", "first_rank_per_node",
-                                 "all_ranks"]},
+    "export_strategy": {
+        "user": "sampled",
+        "project": "single_rank",
+        "env": "first_rank_per_node",
+        "cli": "all_ranks",
+        "want": ["all_ranks", "sampled", "single_rank", "first_rank_per_node", "all_ranks"],
+    },
     "export_rank": {"user": 1, "project": 2, "env": "-1", "cli": 3, "want": [0, 1, 2, -1, 3]},
-    "export_sample_rate": {"user": 0.25, "project": 0.5, "env": "0.75", "cli": 0.0,
-                           "want": [1.0, 0.25, 0.5, 0.75, 0.0]},
-    "metrics_path": {"user": "u", "project": "p", "env": "e", "cli": "c",
-                     "want": [None, "u", "p", "e", "c"]},
+    "export_sample_rate": {
+        "user": 0.25,
+        "project": 0.5,
+        "env": "0.75",
+        "cli": 0.0,
+        "want": [1.0, 0.25, 0.5, 0.75, 0.0],
+    },
+    "metrics_path": {
+        "user": "u",
+        "project": "p",
+        "env": "e",
+        "cli": "c",
+        "want": [None, "u", "p", "e", "c"],
+    },
 }
-ENV_NAMES = {"seed": "TRAINLAUNCH_SEED", "export_strategy": "TRAINLAUNCH_EXPORT_STRATEGY",
-             "export_rank": "TRAINLAUNCH_EXPORT_RANK",
-             "export_sample_rate": "TRAINLAUNCH_EXPORT_SAMPLE_RATE",
-             "metrics_path": "TRAINLAUNCH_METRICS_PATH"}
+ENV_NAMES = {
+    "seed": "TRAINLAUNCH_SEED",
+    "export_strategy": "TRAINLAUNCH_EXPORT_STRATEGY",
+    "export_rank": "TRAINLAUNCH_EXPORT_RANK",
+    "export_sample_rate": "TRAINLAUNCH_EXPORT_SAMPLE_RATE",
+    "metrics_path": "TRAINLAUNCH_METRICS_PATH",
+}
 
 
 def _toml(value: object) -> str:
@@ -167,7 +195,7 @@ def _toml(value: object) -> str:
 def test_run_setting_precedence(key: str, top: int, project: Path, home: Path) -> None:
     """Each level set up to `top` (inclusive); the highest one wins."""
     spec = VALUES[key]
-    present = LEVELS[1:top + 1]
+    present = LEVELS[1 : top + 1]
     if "user" in present:
         user_file(home, f"[run]\n{key} = {_toml(spec['user'])}\n")
     if "project" in present:
@@ -178,8 +206,15 @@ def test_run_setting_precedence(key: str, top: int, project: Path, home: Path) -
     value, origin = cfg.run_settings_with_origin(cli)[key]
     assert value == spec["want"][top]
     assert type(value) is type(spec["want"][top])
-    assert origin.startswith({"default": "default", "user": str(home), "project": str(project),
-                              "env": "environment", "cli": "command line"}[LEVELS[top]])
+    assert origin.startswith(
+        {
+            "default": "default",
+            "user": str(home),
+            "project": str(project),
+            "env": "environment",
+            "cli": "command line",
+        }[LEVELS[top]]
+    )
 
 
 def test_default_scheduler_precedence(project: Path, home: Path) -> None:
@@ -192,10 +227,14 @@ def test_default_scheduler_precedence(project: Path, home: Path) -> None:
 
 
 def test_scheduler_options_merge_per_key(project: Path, home: Path) -> None:
-    user_file(home, '[scheduler.slurm]\npartition = "user"\naccount = "me"\n'
-                    '[scheduler.k8s]\nnamespace = "u"\n')
-    write(project / ".trainlaunch.toml", '[scheduler.slurm]\npartition = "gpu"\n'
-                                         '[scheduler.kubernetes]\nqueue = "q"\n')
+    user_file(
+        home,
+        '[scheduler.slurm]\npartition = "user"\naccount = "me"\n[scheduler.k8s]\nnamespace = "u"\n',
+    )
+    write(
+        project / ".trainlaunch.toml",
+        '[scheduler.slurm]\npartition = "gpu"\n[scheduler.kubernetes]\nqueue = "q"\n',
+    )
     cfg = load(project, home)
     assert cfg.scheduler_cfg("slurm") == {"partition": "gpu", "account": "me"}
     assert cfg.scheduler_cfg("k8s") == {"namespace": "u", "queue": "q"}  # aliases merge
@@ -206,16 +245,20 @@ def test_component_defaults_merge_per_key(project: Path, home: Path) -> None:
     write(project / ".trainlaunch.toml", '[component."utils.echo"]\nmsg = "project"\n')
     cfg = load(project, home)
     assert cfg.component_defaults("utils.echo") == {"msg": "project", "num_replicas": 2}
-    assert cfg.sources == (str(project / ".trainlaunch.toml"),
-                           str(home / ".config/trainlaunch/config.toml"))
+    assert cfg.sources == (
+        str(project / ".trainlaunch.toml"),
+        str(home / ".config/trainlaunch/config.toml"),
+    )
 
 
 def test_explicit_command_line_argument_beats_config(project: Path, home: Path) -> None:
     """TorchX #1389: config values clobbered explicitly typed component arguments."""
     from trainlaunch.resolver import find_component
 
-    write(project / ".trainlaunch.toml", '[component."utils.echo"]\nmsg = "from config"\n'
-                                         "num_replicas = 3\n")
+    write(
+        project / ".trainlaunch.toml",
+        '[component."utils.echo"]\nmsg = "from config"\nnum_replicas = 3\n',
+    )
     cfg = load(project, home)
     echo = find_component("utils.echo")
     app = echo.materialize(["--msg", "from cli"], cfg.component_defaults("utils.echo"))
@@ -224,8 +267,7 @@ def test_explicit_command_line_argument_beats_config(project: Path, home: Path) 
     assert app.roles[0].args == ("from config",)
 
 
-def test_user_and_project_file_being_the_same_file_is_read_once(home: Path,
-                                                                project: Path) -> None:
+def test_user_and_project_file_being_the_same_file_is_read_once(home: Path, project: Path) -> None:
     f = user_file(home, "[run]\nseed = 1\n")
     assert load(project, home, TRAINLAUNCH_CONFIG=str(f)).sources == (str(f),)
 
@@ -255,21 +297,27 @@ def test_unknown_key_in_the_user_file(project: Path, home: Path) -> None:
         load(project, home)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('[run]\nseed = "x"\n', "run.seed must be int, got 'x'"),
-    ("[run]\nseed = true\n", "run.seed must be int, got True"),
-    ("[run]\nseed = -1\n", "run.seed: seed must be >= 0, got -1"),
-    ('[run]\nexport_strategy = "bogus"\n', "run.export_strategy: unknown export strategy"),
-    ("[run]\nexport_sample_rate = 2\n", "run.export_sample_rate: export sample rate must be "
-                                        "in [0, 1]"),
-    ('[run]\nscheduler = ""\n', "run.scheduler must not be empty"),
-    ("run = 3\n", "run must be a table, got int"),
-    ("[scheduler]\nslurm = 1\n", "scheduler.slurm must be a table of options"),
-    ("[scheduler.slurm]\nnested = [1, 2]\n", "scheduler.slurm.nested must be a string, number"),
-    ("[component]\nx = 1\n", 'component."x" must be a table of argument defaults'),
-])
-def test_bad_values_name_the_file_and_key(text: str, message: str, project: Path,
-                                          home: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[run]\nseed = "x"\n', "run.seed must be int, got 'x'"),
+        ("[run]\nseed = true\n", "run.seed must be int, got True"),
+        ("[run]\nseed = -1\n", "run.seed: seed must be >= 0, got -1"),
+        ('[run]\nexport_strategy = "bogus"\n', "run.export_strategy: unknown export strategy"),
+        (
+            "[run]\nexport_sample_rate = 2\n",
+            "run.export_sample_rate: export sample rate must be in [0, 1]",
+        ),
+        ('[run]\nscheduler = ""\n', "run.scheduler must not be empty"),
+        ("run = 3\n", "run must be a table, got int"),
+        ("[scheduler]\nslurm = 1\n", "scheduler.slurm must be a table of options"),
+        ("[scheduler.slurm]\nnested = [1, 2]\n", "scheduler.slurm.nested must be a string, number"),
+        ("[component]\nx = 1\n", 'component."x" must be a table of argument defaults'),
+    ],
+)
+def test_bad_values_name_the_file_and_key(
+    text: str, message: str, project: Path, home: Path
+) -> None:
     f = write(project / ".trainlaunch.toml", text)
     with pytest.raises(UsageError) as e:
         load(project, home)
@@ -307,14 +355,23 @@ def test_malformed_pyproject_is_reported_while_searching(project: Path, home: Pa
         load(project / "src", home)
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"TRAINLAUNCH_SEED": "abc"}, "TRAINLAUNCH_SEED must be an integer, got 'abc'"),
-    ({"TRAINLAUNCH_EXPORT_SAMPLE_RATE": "x"}, "TRAINLAUNCH_EXPORT_SAMPLE_RATE must be a number"),
-    ({"TRAINLAUNCH_EXPORT_STRATEGY": "nope"}, "TRAINLAUNCH_EXPORT_STRATEGY: unknown export "
-                                              "strategy 'nope'"),
-])
-def test_bad_environment_values_name_the_variable(env: dict[str, str], message: str,
-                                                  project: Path, home: Path) -> None:
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"TRAINLAUNCH_SEED": "abc"}, "TRAINLAUNCH_SEED must be an integer, got 'abc'"),
+        (
+            {"TRAINLAUNCH_EXPORT_SAMPLE_RATE": "x"},
+            "TRAINLAUNCH_EXPORT_SAMPLE_RATE must be a number",
+        ),
+        (
+            {"TRAINLAUNCH_EXPORT_STRATEGY": "nope"},
+            "TRAINLAUNCH_EXPORT_STRATEGY: unknown export strategy 'nope'",
+        ),
+    ],
+)
+def test_bad_environment_values_name_the_variable(
+    env: dict[str, str], message: str, project: Path, home: Path
+) -> None:
     with pytest.raises(UsageError) as e:
         load(project, home, **env).run_settings({})
     assert message in str(e.value)
@@ -343,8 +400,10 @@ def test_environment_is_not_in_the_repr(project: Path, home: Path) -> None:
 def test_config_module_imports_nothing_heavy() -> None:
     import subprocess
 
-    code = ("import sys, trainlaunch.config; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('torch', 'numpy', 'click', 'rich', 'components')))")
+    code = (
+        "import sys, trainlaunch.config; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('torch', 'numpy', 'click', 'rich', 'components')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

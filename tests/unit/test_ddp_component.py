@@ -23,20 +23,37 @@ def agent_argv(app: object) -> list[str]:
 def test_positional_script_is_torchruns_command_line() -> None:
     app = ddp("train.py", "--lr", "0.1", nproc_per_node="4")
     role = app.roles[0]
-    assert (app.name, role.name, role.num_replicas, role.min_replicas) == ("train", "train", 1, None)
+    assert (app.name, role.name, role.num_replicas, role.min_replicas) == (
+        "train",
+        "train",
+        1,
+        None,
+    )
     assert role.entrypoint == sys.executable
     assert agent_argv(app) == ["--nproc-per-node", "4", "--tee", "3", "train.py", "--lr", "0.1"]
     assert role.resource.cpu == 4  # one CPU per worker unless --cpu says otherwise
     parsed = flags.parse(agent_argv(app), {})
     assert (parsed.script, parsed.script_args, parsed.nproc_per_node) == (
-        "train.py", ("--lr", "0.1"), "4")
+        "train.py",
+        ("--lr", "0.1"),
+        "4",
+    )
 
 
 def test_module_and_script_keyword() -> None:
     app = ddp("--x", m="pkg.trainer", j="2x3")
     assert app.name == "trainer" and app.roles[0].num_replicas == 2
-    assert agent_argv(app) == ["--nnodes", "2", "--nproc-per-node", "3", "--module", "--tee",
-                               "3", "pkg.trainer", "--x"]
+    assert agent_argv(app) == [
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "3",
+        "--module",
+        "--tee",
+        "3",
+        "pkg.trainer",
+        "--x",
+    ]
     assert agent_argv(ddp(script="a/b/my-train.py"))[-1] == "a/b/my-train.py"
     assert ddp(script="a/b/my train.py").name == "my-train"
 
@@ -47,15 +64,18 @@ def test_elastic_nnodes_sets_min_replicas() -> None:
     assert ddp("t.py", j="1:3x2").roles[0].min_replicas == 1
 
 
-@pytest.mark.parametrize("j, nodes, nproc", [("4", "1:1", "4"), ("2x8", "2", "8"),
-                                             ("1:2x4", "1:2", "4")])
+@pytest.mark.parametrize(
+    "j, nodes, nproc", [("4", "1:1", "4"), ("2x8", "2", "8"), ("1:2x4", "1:2", "4")]
+)
 def test_parse_j(j: str, nodes: str, nproc: str) -> None:
     app = ddp("t.py", j=j)
     parsed = flags.parse(agent_argv(app), {})
     assert (parsed.nnodes, parsed.nproc_per_node) == (nodes, nproc)
 
 
-def test_pet_variables_fill_defaults_and_explicit_values_win(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pet_variables_fill_defaults_and_explicit_values_win(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PET_NPROC_PER_NODE", "3")
     monkeypatch.setenv("PET_NNODES", "2")
     monkeypatch.setenv("PET_MAX_RESTARTS", "2")
@@ -66,20 +86,23 @@ def test_pet_variables_fill_defaults_and_explicit_values_win(monkeypatch: pytest
     assert flags.parse(agent_argv(ddp("t.py", nproc_per_node="5")), {}).nproc_per_node == "5"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"nnodes": "0"}, "0 < MIN <= MAX"),
-    ({"m": "x", "no_python": True}, "--no-python"),
-    ({"nproc_per_node": "lots"}, "unsupported value 'lots'"),
-    ({"j": "2y3"}, "-j must be"),
-    ({"j": "0x2"}, "-j must be"),
-    ({"j": "2x2", "nproc_per_node": "2"}, "either -j or"),
-    ({"tee": "7"}, "--tee must be"),
-    ({"max_restarts": -1}, "--max-restarts"),
-    ({"node_rank": 1}, "set per replica"),
-    ({"standalone": True, "nnodes": "2"}, "single-node"),
-    ({"signals_to_handle": "SIGTERM,NOPE"}, "NOPE"),
-    ({"script": "a.py", "m": "b"}, "either --script or -m"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"nnodes": "0"}, "0 < MIN <= MAX"),
+        ({"m": "x", "no_python": True}, "--no-python"),
+        ({"nproc_per_node": "lots"}, "unsupported value 'lots'"),
+        ({"j": "2y3"}, "-j must be"),
+        ({"j": "0x2"}, "-j must be"),
+        ({"j": "2x2", "nproc_per_node": "2"}, "either -j or"),
+        ({"tee": "7"}, "--tee must be"),
+        ({"max_restarts": -1}, "--max-restarts"),
+        ({"node_rank": 1}, "set per replica"),
+        ({"standalone": True, "nnodes": "2"}, "single-node"),
+        ({"signals_to_handle": "SIGTERM,NOPE"}, "NOPE"),
+        ({"script": "a.py", "m": "b"}, "either --script or -m"),
+    ],
+)
 def test_rejections(kwargs: dict, message: str) -> None:
     args = () if "m" in kwargs or "script" in kwargs else ("t.py",)
     with pytest.raises(ComponentError, match=message):
@@ -99,8 +122,12 @@ def test_env_debug_name_image_python() -> None:
     assert "TORCH_DISTRIBUTED_DEBUG" not in ddp("t.py").roles[0].env
     app = ddp("t.py", name="exp/trainer", image="img:1", cpu=7, gpu=2, max_retries=3)
     role = app.roles[0]
-    assert (app.name, role.name, role.entrypoint, role.image) == ("exp", "trainer", "python",
-                                                                   "img:1")
+    assert (app.name, role.name, role.entrypoint, role.image) == (
+        "exp",
+        "trainer",
+        "python",
+        "img:1",
+    )
     assert (role.resource.cpu, role.resource.gpu, role.max_retries) == (7, 2, 3)
     assert ddp("t.py", python="/opt/py/bin/python3").roles[0].entrypoint == "/opt/py/bin/python3"
 
@@ -122,8 +149,10 @@ def test_through_the_resolver() -> None:
 
 
 def test_component_and_agent_never_import_torch() -> None:
-    code = ("import sys, components.dist, trainlaunch.agent.main, trainlaunch.agent.node, "
-            "trainlaunch.agent.plan; components.dist.ddp('t.py', nproc_per_node='2'); "
-            "heavy = [m for m in ('torch', 'numpy') if m in sys.modules]; "
-            "assert not heavy, heavy")
+    code = (
+        "import sys, components.dist, trainlaunch.agent.main, trainlaunch.agent.node, "
+        "trainlaunch.agent.plan; components.dist.ddp('t.py', nproc_per_node='2'); "
+        "heavy = [m for m in ('torch', 'numpy') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -9,22 +9,39 @@ from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle, pa
 from trainlaunch.runopts import runopts
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("local://trainlaunch/echo-abc", AppHandle("local", "trainlaunch", "echo-abc")),
-    ("local:///echo-abc", AppHandle("local", "trainlaunch", "echo-abc")),
-    ("slurm://s/1234", AppHandle("slurm", "s", "1234")),
-    ("kubernetes://s/default:job-1", AppHandle("kubernetes", "s", "default:job-1")),
-    ("echo-abc", AppHandle("local", "trainlaunch", "echo-abc")),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("local://trainlaunch/echo-abc", AppHandle("local", "trainlaunch", "echo-abc")),
+        ("local:///echo-abc", AppHandle("local", "trainlaunch", "echo-abc")),
+        ("slurm://s/1234", AppHandle("slurm", "s", "1234")),
+        ("kubernetes://s/default:job-1", AppHandle("kubernetes", "s", "default:job-1")),
+        ("echo-abc", AppHandle("local", "trainlaunch", "echo-abc")),
+    ],
+)
 def test_parse_good_handles(text: str, expected: AppHandle) -> None:
     assert parse_app_handle(text) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "", " local://s/a", "local://s/", "local://s/../x", "local://s/..", "local://s/a/b",
-    "LOCAL://s/a", "local://s/a\0b", "local://s/.hidden", "local://s/a b", "/etc/passwd",
-    "../../x", "local://s/a..b", "://s/a",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " local://s/a",
+        "local://s/",
+        "local://s/../x",
+        "local://s/..",
+        "local://s/a/b",
+        "LOCAL://s/a",
+        "local://s/a\0b",
+        "local://s/.hidden",
+        "local://s/a b",
+        "/etc/passwd",
+        "../../x",
+        "local://s/a..b",
+        "://s/a",
+    ],
+)
 def test_parse_bad_handles(text: str) -> None:
     with pytest.raises(UsageError, match="malformed app handle|invalid app id"):
         parse_app_handle(text)
@@ -59,19 +76,29 @@ def opts() -> runopts:
 
 def test_cfg_from_str_types_and_quotes() -> None:
     cfg = opts().cfg_from_str("name='a,b',n=3,rate=0.5,flag=true,items=a;b,labels=k:v;k2:v2,req=r")
-    assert cfg == {"name": "a,b", "n": 3, "rate": 0.5, "flag": True, "items": ["a", "b"],
-                   "labels": {"k": "v", "k2": "v2"}, "req": "r"}
+    assert cfg == {
+        "name": "a,b",
+        "n": 3,
+        "rate": 0.5,
+        "flag": True,
+        "items": ["a", "b"],
+        "labels": {"k": "v", "k2": "v2"},
+        "req": "r",
+    }
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("bogus=1", "unknown option 'bogus'"),
-    ("nam=1", "did you mean 'name'"),
-    ("n=x", "expects an int"),
-    ("flag=maybe", "expects a bool"),
-    ("justtext", "expected key=value"),
-    ("name='open", "unbalanced quote"),
-    ("labels=novalue", "k:v"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("bogus=1", "unknown option 'bogus'"),
+        ("nam=1", "did you mean 'name'"),
+        ("n=x", "expects an int"),
+        ("flag=maybe", "expects a bool"),
+        ("justtext", "expected key=value"),
+        ("name='open", "unbalanced quote"),
+        ("labels=novalue", "k:v"),
+    ],
+)
 def test_cfg_errors(text: str, needle: str) -> None:
     with pytest.raises(UsageError, match=needle):
         opts().cfg_from_str(text)

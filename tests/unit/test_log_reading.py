@@ -14,8 +14,7 @@ from trainlaunch.schedulers.logfiles import read_lines, time_span
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
 @pytest.mark.parametrize("text", ["a\nbb\n\nccc\n", "no newline at end", "x\ny", ""])
-def test_copy_with_prefix_is_chunk_size_independent(tmp_path: Path, chunk: int, text: str
-                                                    ) -> None:
+def test_copy_with_prefix_is_chunk_size_independent(tmp_path: Path, chunk: int, text: str) -> None:
     path = tmp_path / "log"
     path.write_text(text)
     out = io.BytesIO()
@@ -28,13 +27,16 @@ def test_time_span_and_read_lines(tmp_path: Path) -> None:
     log = tmp_path / "stdout.log"
     log.write_text("one\ntwo\nthree\n")
     tl = tmp_path / "timeline.jsonl"
-    tl.write_text("".join(json.dumps({"t": t, "stdout": s, "stderr": 0}) + "\n"
-                          for t, s in [(10.0, 0), (11.0, 4), (12.0, 8), (13.0, 14)])
-                  + '{"t": 14, "std')  # a torn last line is ignored
+    tl.write_text(
+        "".join(
+            json.dumps({"t": t, "stdout": s, "stderr": 0}) + "\n"
+            for t, s in [(10.0, 0), (11.0, 4), (12.0, 8), (13.0, 14)]
+        )
+        + '{"t": 14, "std'
+    )  # a torn last line is ignored
     assert time_span(tl, "stdout", None, None) == (0, None)
     assert time_span(tl, "stdout", 11.5, None) == (4, None)
-    assert list(read_lines([log], None, [time_span(tl, "stdout", 11.5, None)])) == ["two",
-                                                                                    "three"]
+    assert list(read_lines([log], None, [time_span(tl, "stdout", 11.5, None)])) == ["two", "three"]
     assert list(read_lines([log], None, [time_span(tl, "stdout", None, 11.0)])) == ["one"]
     assert list(read_lines([log], "^t", [(0, None)])) == ["two", "three"]
     assert time_span(tmp_path / "missing", "stdout", 1.0, 2.0) == (0, None)

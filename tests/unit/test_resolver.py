@@ -56,8 +56,15 @@ def test_builtin_resolves_and_materializes() -> None:
 
 def test_list_components_lists_builtins_with_descriptions() -> None:
     rows = dict(list_components())
-    for name in ("utils.echo", "utils.sh", "utils.python", "utils.touch", "utils.sleep",
-                 "utils.binary", "utils.exit"):
+    for name in (
+        "utils.echo",
+        "utils.sh",
+        "utils.python",
+        "utils.touch",
+        "utils.sleep",
+        "utils.binary",
+        "utils.exit",
+    ):
         assert rows[name], name
 
 
@@ -72,8 +79,9 @@ def test_list_components_imports_no_component_module() -> None:
                   or m.split(".")[0] in ("torch", "numpy", "click", "rich")]
         print(json.dumps({"rows": len(rows), "loaded": loaded, "elapsed": elapsed}))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=REPO, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
     result = json.loads(out.stdout)
     assert result["rows"] >= 7 and result["loaded"] == []
     assert result["elapsed"] < 2.0  # generous: a few ms on a quiet machine
@@ -103,8 +111,7 @@ def test_a_script_name_hints_at_utils_python() -> None:
     assert "train.py:FUNCTION" in (e.value.hint or "") and "utils.python" in (e.value.hint or "")
 
 
-def test_a_project_components_package_cannot_shadow_builtins(tmp_path: Path,
-                                                             monkeypatch) -> None:
+def test_a_project_components_package_cannot_shadow_builtins(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "components").mkdir()
     (tmp_path / "components" / "__init__.py").write_text("")
     (tmp_path / "components" / "utils.py").write_text("raise RuntimeError('shadow ran')\n")
@@ -142,12 +149,14 @@ def test_file_component_loaded_twice_is_one_module() -> None:
 
 
 def test_file_named_like_a_stdlib_module_gets_a_private_module_name(tmp_path: Path) -> None:
-    (tmp_path / "json.py").write_text(textwrap.dedent("""
+    (tmp_path / "json.py").write_text(
+        textwrap.dedent("""
         from trainlaunch import specs
 
         def comp() -> specs.AppDef:
             return specs.AppDef("j", (specs.Role("r", "echo"),))
-    """))
+    """)
+    )
     comp = find_component("json.py:comp", cwd=str(tmp_path))
     assert comp.fn.__module__.startswith("_trainlaunch_file_json_")
     assert sys.modules["json"] is json  # the stdlib module is untouched
@@ -165,8 +174,9 @@ def test_file_that_raises_on_import_shows_the_error_and_line() -> None:
     with pytest.raises(ComponentError) as e:
         find_component("broken.py:fn", cwd=str(FILECOMPS))
     msg = str(e.value)
-    assert msg.startswith("loading component file 'broken.py' failed: RuntimeError: "
-                          "broken.py was executed")
+    assert msg.startswith(
+        "loading component file 'broken.py' failed: RuntimeError: broken.py was executed"
+    )
     assert "broken.py:3)" in msg and "\n" not in msg
 
 
@@ -215,17 +225,20 @@ def test_module_that_fails_to_import_shows_why(monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(IMPORTABLE))
     with pytest.raises(ComponentError) as e:
         find_component("tlfix_pkg.broken_import.comp")
-    assert ("loading module 'tlfix_pkg.broken_import' (component "
-            "'tlfix_pkg.broken_import.comp') failed: ModuleNotFoundError: No module named "
-            "'tlfix_missing_dependency'") in str(e.value)
+    assert (
+        "loading module 'tlfix_pkg.broken_import' (component "
+        "'tlfix_pkg.broken_import.comp') failed: ModuleNotFoundError: No module named "
+        "'tlfix_missing_dependency'"
+    ) in str(e.value)
 
 
 def test_module_without_that_function(monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(IMPORTABLE))
     with pytest.raises(ComponentError) as e:
         find_component("tlfix_pkg.comps.lanch")
-    assert str(e.value) == ("module 'tlfix_pkg.comps' has no function 'lanch' "
-                            "(component 'tlfix_pkg.comps.lanch')")
+    assert str(e.value) == (
+        "module 'tlfix_pkg.comps' has no function 'lanch' (component 'tlfix_pkg.comps.lanch')"
+    )
     assert "launch" in (e.value.hint or "")
 
 
@@ -246,12 +259,14 @@ def _install_dist_info(site: Path) -> None:
     info = site / "tlfix_plugin-0.1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tlfix-plugin\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""
+    (info / "entry_points.txt").write_text(
+        textwrap.dedent("""
         [trainlaunch.components]
         tlfix.hello = tlfix_plugin:hello
         utils.echo = tlfix_plugin:fake_echo
         tlfix.missing = tlfix_plugin:no_such_function
-    """))
+    """)
+    )
 
 
 def test_entry_point_component(tmp_path: Path, monkeypatch) -> None:
@@ -277,8 +292,10 @@ def test_entry_point_naming_a_missing_function(tmp_path: Path, monkeypatch) -> N
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ComponentError) as e:
         find_component("tlfix.missing")
-    assert str(e.value) == ("entry point 'tlfix.missing' of distribution 'tlfix-plugin': "
-                            "'tlfix_plugin' has no attribute 'no_such_function'")
+    assert str(e.value) == (
+        "entry point 'tlfix.missing' of distribution 'tlfix-plugin': "
+        "'tlfix_plugin' has no attribute 'no_such_function'"
+    )
 
 
 def test_entry_point_typo_suggests_it(tmp_path: Path, monkeypatch) -> None:
@@ -308,16 +325,38 @@ def test_entry_point_from_a_pip_installed_package(tmp_path: Path) -> None:
     src = tmp_path / "plugin"
     shutil.copytree(PLUGIN, src)
     pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--disable-pip-version-check", "--target", str(target), str(src)],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert pip.returncode == 0, pip.stderr
-    code = ("from trainlaunch.resolver import find_component as f; "
-            "c = f('tlfix.hello'); print(c.origin, c.materialize(['--name', 'pip']).roles[0].args)")
+    code = (
+        "from trainlaunch.resolver import find_component as f; "
+        "c = f('tlfix.hello'); print(c.origin, c.materialize(['--name', 'pip']).roles[0].args)"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(REPO)])}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         cwd=tmp_path, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=True,
+    )
     assert out.stdout.strip() == "entry point tlfix_plugin:hello ('hello pip',)"
 
 
@@ -335,15 +374,17 @@ def test_component_that_raises() -> None:
     comp = find_component("comps.py:raises", cwd=str(FILECOMPS))
     with pytest.raises(ComponentError) as e:
         comp.materialize(["--value", "3"])
-    assert str(e.value) == ("component 'comps.py:raises' raised ValueError: value 3 is not "
-                            "allowed")
+    assert str(e.value) == ("component 'comps.py:raises' raised ValueError: value 3 is not allowed")
     assert isinstance(e.value.__cause__, ValueError)
 
 
 def test_component_building_an_invalid_role() -> None:
     comp = find_component("comps.py:bad_role", cwd=str(FILECOMPS))
-    with pytest.raises(ComponentError, match=r"^component 'comps.py:bad_role': invalid role "
-                                             r"name 'bad name!'"):
+    with pytest.raises(
+        ComponentError,
+        match=r"^component 'comps.py:bad_role': invalid role "
+        r"name 'bad name!'",
+    ):
         comp.materialize([])
 
 
@@ -357,6 +398,7 @@ def test_unsupported_parameter_type_is_named() -> None:
     comp = find_component("comps.py:unsupported", cwd=str(FILECOMPS))
     with pytest.raises(ComponentError) as e:
         comp.help_text()
-    assert str(e.value) == ("component 'comps.py:unsupported': parameter 'obj' has unsupported "
-                            "type set[int]")
+    assert str(e.value) == (
+        "component 'comps.py:unsupported': parameter 'obj' has unsupported type set[int]"
+    )
     assert "list[T]" in (e.value.hint or "")

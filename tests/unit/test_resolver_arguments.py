@@ -50,10 +50,24 @@ def launch(*argv: str, defaults: dict[str, Any] | None = None) -> dict[str, Any]
 
 def test_defaults_when_nothing_is_given() -> None:
     kw = typed()
-    assert kw == {"name": "n", "count": 1, "rate": 0.5, "debug": False, "maybe": None,
-                  "union": None, "tags": None, "ints": None, "pair": (), "env": None,
-                  "limits": None, "mode": "fast", "color": kw["color"], "x": 0, "foo_bar": "",
-                  "verbose": None}
+    assert kw == {
+        "name": "n",
+        "count": 1,
+        "rate": 0.5,
+        "debug": False,
+        "maybe": None,
+        "union": None,
+        "tags": None,
+        "ints": None,
+        "pair": (),
+        "env": None,
+        "limits": None,
+        "mode": "fast",
+        "color": kw["color"],
+        "x": 0,
+        "foo_bar": "",
+        "verbose": None,
+    }
     assert kw["color"].name == "RED"
 
 
@@ -92,19 +106,29 @@ def test_choices() -> None:
     assert typed("--color", "green")["color"].name == "GREEN"  # by value too
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--count", "three"], "bad value for --count of component 'comps.py:typed': expected an "
-                           "integer, got 'three'"),
-    (["--rate", "fast"], "bad value for --rate of component 'comps.py:typed': expected a "
-                         "number, got 'fast'"),
-    (["--mode", "medium"], "bad value for --mode of component 'comps.py:typed': expected one of "
-                           "fast, slow, got 'medium'"),
-    (["--color", "BLUE"], "expected one of RED, GREEN, got 'BLUE'"),
-    (["--env", "novalue"], "expected KEY=VALUE, got 'novalue'"),
-    (["--ints", "1,x"], "expected an integer, got 'x'"),
-    (["--debug=maybe"], "expected true or false, got 'maybe'"),
-    (["--no-debug=1"], "option --no-debug takes no value"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--count", "three"],
+            "bad value for --count of component 'comps.py:typed': expected an integer, got 'three'",
+        ),
+        (
+            ["--rate", "fast"],
+            "bad value for --rate of component 'comps.py:typed': expected a number, got 'fast'",
+        ),
+        (
+            ["--mode", "medium"],
+            "bad value for --mode of component 'comps.py:typed': expected one of "
+            "fast, slow, got 'medium'",
+        ),
+        (["--color", "BLUE"], "expected one of RED, GREEN, got 'BLUE'"),
+        (["--env", "novalue"], "expected KEY=VALUE, got 'novalue'"),
+        (["--ints", "1,x"], "expected an integer, got 'x'"),
+        (["--debug=maybe"], "expected true or false, got 'maybe'"),
+        (["--no-debug=1"], "option --no-debug takes no value"),
+    ],
+)
 def test_bad_values(argv: list[str], message: str) -> None:
     with pytest.raises(ComponentError) as e:
         typed(*argv)
@@ -208,9 +232,20 @@ def test_parameter_before_star_args_is_passed_positionally() -> None:
 
 
 def test_config_defaults_fill_what_the_command_line_leaves_out() -> None:
-    kw = typed("--count", "9", defaults={"count": 5, "rate": 2, "tags": ["t"],
-                                         "env": {"A": "1"}, "debug": "true", "mode": "slow",
-                                         "color": "GREEN", "foo-bar": "fb"})
+    kw = typed(
+        "--count",
+        "9",
+        defaults={
+            "count": 5,
+            "rate": 2,
+            "tags": ["t"],
+            "env": {"A": "1"},
+            "debug": "true",
+            "mode": "slow",
+            "color": "GREEN",
+            "foo-bar": "fb",
+        },
+    )
     assert kw["count"] == 9  # the explicit command-line value wins (TorchX #1389)
     assert (kw["rate"], kw["tags"], kw["env"], kw["debug"]) == (2.0, ["t"], {"A": "1"}, True)
     assert (kw["mode"], kw["color"].name, kw["foo_bar"]) == ("slow", "GREEN", "fb")
@@ -240,8 +275,11 @@ def test_unknown_config_key_is_an_error() -> None:
 
 
 def test_bad_config_value_is_an_error() -> None:
-    with pytest.raises(ComponentError, match="bad config default count = 'many' for component "
-                                             "'comps.py:typed': expected an integer"):
+    with pytest.raises(
+        ComponentError,
+        match="bad config default count = 'many' for component "
+        "'comps.py:typed': expected an integer",
+    ):
         typed(defaults={"count": "many"})
     with pytest.raises(ComponentError, match="expected an integer, got True"):
         typed(defaults={"count": True})
@@ -268,15 +306,25 @@ def test_help_text_lists_every_option() -> None:
     assert text.startswith("usage: trainlaunch run comps.py:typed --name STR [options]\n")
     assert "Every supported parameter type.\n\nA second paragraph of description." in text
     expected = [
-        "--name STR", "the run name (required)",
-        "--count INT", "how many (a continuation line) (default: 1)",
-        "--rate FLOAT", "(default: 0.5)",
-        "--debug / --no-debug", "debug mode (default: off)",
-        "--tags STR[,STR...]", "repeatable or comma-separated",
-        "--env KEY=VALUE[,...]", "--limits STR=INT[,...]",
-        "--mode {fast,slow}", "(default: fast)",
-        "--color {RED,GREEN}", "(default: RED)",
-        "-x, --x INT", "--foo-bar STR", "-h, --help",
+        "--name STR",
+        "the run name (required)",
+        "--count INT",
+        "how many (a continuation line) (default: 1)",
+        "--rate FLOAT",
+        "(default: 0.5)",
+        "--debug / --no-debug",
+        "debug mode (default: off)",
+        "--tags STR[,STR...]",
+        "repeatable or comma-separated",
+        "--env KEY=VALUE[,...]",
+        "--limits STR=INT[,...]",
+        "--mode {fast,slow}",
+        "(default: fast)",
+        "--color {RED,GREEN}",
+        "(default: RED)",
+        "-x, --x INT",
+        "--foo-bar STR",
+        "-h, --help",
     ]
     for piece in expected:
         assert piece in text, piece

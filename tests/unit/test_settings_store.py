@@ -15,17 +15,28 @@ from trainlaunch.specs import AppDef, Role
 
 
 def test_rank_settings_env_round_trip() -> None:
-    s = settings.RankSettings(seed=7, export_strategy="sampled", export_rank=-1,
-                              export_sample_rate=0.25, metrics_path="/m/{rank}.jsonl")
+    s = settings.RankSettings(
+        seed=7,
+        export_strategy="sampled",
+        export_rank=-1,
+        export_sample_rate=0.25,
+        metrics_path="/m/{rank}.jsonl",
+    )
     assert settings.RankSettings.from_env(s.to_env()) == s
     assert settings.RankSettings.from_env({}) == settings.RankSettings()
 
 
-@pytest.mark.parametrize("kw,needle", [
-    ({"seed": -1}, "seed"), ({"seed": 2**64}, "seed"), ({"export_strategy": "nosuch"}, "unknown"),
-    ({"export_sample_rate": 1.5}, "sample rate"), ({"export_sample_rate": float("nan")}, "rate"),
-    ({"export_rank": -2}, "export rank"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**64}, "seed"),
+        ({"export_strategy": "nosuch"}, "unknown"),
+        ({"export_sample_rate": 1.5}, "sample rate"),
+        ({"export_sample_rate": float("nan")}, "rate"),
+        ({"export_rank": -2}, "export rank"),
+    ],
+)
 def test_invalid_settings(kw: dict, needle: str) -> None:
     with pytest.raises(UsageError, match=needle):
         settings.RankSettings(**kw)

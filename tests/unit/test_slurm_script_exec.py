@@ -63,18 +63,24 @@ def fakes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return bin_dir
 
 
-def run_batch(app: AppDef, tmp: Path, fakes: Path, cfg: dict | None = None
-              ) -> subprocess.CompletedProcess[str]:
+def run_batch(
+    app: AppDef, tmp: Path, fakes: Path, cfg: dict | None = None
+) -> subprocess.CompletedProcess[str]:
     """Render app and run the script as Slurm would run it on the batch host."""
     sched = get_scheduler("slurm", "trainlaunch", environ={settings.HOME: str(tmp / "home")})
     job_dir_template = str(tmp / "jobs" / "${app_id}")
     script = str(sched.submit_dryrun(app, {"job_dir": job_dir_template, **(cfg or {})}))
     (tmp / "jobs" / JOB_ID).mkdir(parents=True, exist_ok=True)
-    env = {"PATH": f"{fakes}:{os.environ['PATH']}", "SLURM_JOB_ID": JOB_ID,
-           "SLURM_JOB_NODELIST": "node[0-1]", "FAKE_REQUEUES": str(tmp / "requeues"),
-           "HOME": os.environ.get("HOME", "/root")}
-    return subprocess.run(["bash", "-s"], input=script, env=env, capture_output=True,
-                          text=True, timeout=60)
+    env = {
+        "PATH": f"{fakes}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": JOB_ID,
+        "SLURM_JOB_NODELIST": "node[0-1]",
+        "FAKE_REQUEUES": str(tmp / "requeues"),
+        "HOME": os.environ.get("HOME", "/root"),
+    }
+    return subprocess.run(
+        ["bash", "-s"], input=script, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def dumped(tmp: Path, role: str, k: int) -> tuple[list[str], dict[str, str]]:
@@ -89,16 +95,51 @@ def replica_output(tmp: Path, role: str, k: int) -> str:
     return (tmp / "jobs" / JOB_ID / role / str(k) / "stdout.log").read_text(encoding="utf-8")
 
 
-TORTURE = ["two words", "it's", 'say "hi"', "$(touch pwned)", "`touch pwned`", "line1\nline2",
-           "naïve ☃ 日本", "$HOME ${HOME} $1 $@", "back\\slash\\", "", "*", "?", "[a]",
-           "~", "!!", "#x", "a=b", "-", "--", "'", '"', "\t", "\r", " ", ";", "|", "&",
-           "EOF_ROLE_0", "<<'EOF'", "EOF", "%j %%", "\\\n"]
+TORTURE = [
+    "two words",
+    "it's",
+    'say "hi"',
+    "$(touch pwned)",
+    "`touch pwned`",
+    "line1\nline2",
+    "naïve ☃ 日本",
+    "$HOME ${HOME} $1 $@",
+    "back\\slash\\",
+    "",
+    "*",
+    "?",
+    "[a]",
+    "~",
+    "!!",
+    "#x",
+    "a=b",
+    "-",
+    "--",
+    "'",
+    '"',
+    "\t",
+    "\r",
+    " ",
+    ";",
+    "|",
+    "&",
+    "EOF_ROLE_0",
+    "<<'EOF'",
+    "EOF",
+    "%j %%",
+    "\\\n",
+]
 
 
 def test_torture_arguments_and_env_arrive_byte_for_byte(tmp_path: Path, fakes: Path) -> None:
     odd = "".join(TORTURE)
-    role = Role("t", str(fakes / "dump"), (*TORTURE, "--id=${app_id}/${replica_id}"),
-                num_replicas=2, env={"ODD": odd, "EMPTY": ""})
+    role = Role(
+        "t",
+        str(fakes / "dump"),
+        (*TORTURE, "--id=${app_id}/${replica_id}"),
+        num_replicas=2,
+        env={"ODD": odd, "EMPTY": ""},
+    )
     proc = run_batch(AppDef("torture", [role]), tmp_path, fakes)
     assert proc.returncode == 0, proc.stderr
     for k in (0, 1):
@@ -112,16 +153,16 @@ def test_torture_arguments_and_env_arrive_byte_for_byte(tmp_path: Path, fakes: P
     assert not list(tmp_path.rglob("pwned")) and not Path("pwned").exists()
 
 
-_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
-                max_size=40)
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=40)
 
 
-@hsettings(max_examples=25, deadline=None,
-           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(args=st.lists(_TEXT, max_size=4), value=_TEXT)
-def test_any_text_arrives_as_the_macros_define_it(tmp_path_factory: pytest.TempPathFactory,
-                                                  fakes: Path, args: list[str],
-                                                  value: str) -> None:
+def test_any_text_arrives_as_the_macros_define_it(
+    tmp_path_factory: pytest.TempPathFactory, fakes: Path, args: list[str], value: str
+) -> None:
     tmp = tmp_path_factory.mktemp("any")
     role = Role("t", str(fakes / "dump"), tuple(args), env={"ODD": value})
     proc = run_batch(AppDef("any", [role]), tmp, fakes)
@@ -130,7 +171,9 @@ def test_any_text_arrives_as_the_macros_define_it(tmp_path_factory: pytest.TempP
 
     def expect(s: str) -> str:  # the macro contract: ${app_id}, ${replica_id}, $$ -> $
         return string.Template(s).safe_substitute(
-            app_id=JOB_ID, replica_id="0", img_root="", rank0_env=settings.RANK0_HOST)
+            app_id=JOB_ID, replica_id="0", img_root="", rank0_env=settings.RANK0_HOST
+        )
+
     assert argv == [expect(a) for a in args]
     assert env["ODD"] == expect(value)
 
@@ -144,8 +187,12 @@ def test_runner_injection_reaches_every_replica(tmp_path: Path, fakes: Path) -> 
 
 
 def test_records_and_status_of_a_failing_replica(tmp_path: Path, fakes: Path) -> None:
-    role = Role("t", "bash", ("-c", 'echo "boom $TRAINLAUNCH_REPLICA_ID" >&2; '
-                                    'exit $((TRAINLAUNCH_REPLICA_ID * 7))'), num_replicas=2)
+    role = Role(
+        "t",
+        "bash",
+        ("-c", 'echo "boom $TRAINLAUNCH_REPLICA_ID" >&2; exit $((TRAINLAUNCH_REPLICA_ID * 7))'),
+        num_replicas=2,
+    )
     app = AppDef("fail", [role])
     proc = run_batch(app, tmp_path, fakes)
     assert proc.returncode == 7
@@ -177,14 +224,24 @@ def test_the_first_failing_role_stops_the_others(tmp_path: Path, fakes: Path) ->
     assert proc.returncode == 4, proc.stderr  # well before the sleeper's 30 s (timeout 60)
 
 
-def test_the_time_limit_warning_spares_apps_that_do_not_handle_it(tmp_path: Path,
-                                                                  fakes: Path) -> None:
-    handler = ("import os, signal; signal.signal(signal.SIGUSR1, lambda *a: print('warned')); "
-               "os.kill(os.getpid(), signal.SIGUSR1); print('handled')")
-    app = AppDef("sig", [Role("plain", "bash", ("-c", "kill -USR1 $$; echo survived")),
-                         Role("python", sys.executable, ("-c", handler))])
+def test_the_time_limit_warning_spares_apps_that_do_not_handle_it(
+    tmp_path: Path, fakes: Path
+) -> None:
+    handler = (
+        "import os, signal; signal.signal(signal.SIGUSR1, lambda *a: print('warned')); "
+        "os.kill(os.getpid(), signal.SIGUSR1); print('handled')"
+    )
+    app = AppDef(
+        "sig",
+        [
+            Role("plain", "bash", ("-c", "kill -USR1 $$; echo survived")),
+            Role("python", sys.executable, ("-c", handler)),
+        ],
+    )
     proc = run_batch(app, tmp_path, fakes)
     assert proc.returncode == 0, proc.stderr
-    out = {r: (tmp_path / "jobs" / JOB_ID / r / "0" / "stdout.log").read_text()
-           for r in ("plain", "python")}
+    out = {
+        r: (tmp_path / "jobs" / JOB_ID / r / "0" / "stdout.log").read_text()
+        for r in ("plain", "python")
+    }
     assert out == {"plain": "survived\n", "python": "warned\nhandled\n"}

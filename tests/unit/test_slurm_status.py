@@ -30,12 +30,17 @@ SCONTROL_HET = (
     "UserId=root(0) JobState=COMPLETED Reason=None Dependency=(null) Requeue=1 Restarts=2 "
     "BatchFlag=1 ExitCode=0:0 NodeList=n1 BatchHost=n1 Comment=x JobState=FAILED\n"
     "JobId=51005 HetJobId=51004 HetJobOffset=1 JobName=het HetJobIdSet=51004-51005 "
-    "UserId=root(0) JobState=COMPLETED Reason=None Restarts=2 ExitCode=0:0 NodeList=n2\n")
-SCONTROL_CANCELLED = ("JobId=51006 JobName=wrap UserId=root(0) JobState=CANCELLED Reason=None "
-                      "Restarts=0 ExitCode=0:15 RunTime=00:00:01 NodeList=n1 BatchHost=n1\n")
+    "UserId=root(0) JobState=COMPLETED Reason=None Restarts=2 ExitCode=0:0 NodeList=n2\n"
+)
+SCONTROL_CANCELLED = (
+    "JobId=51006 JobName=wrap UserId=root(0) JobState=CANCELLED Reason=None "
+    "Restarts=0 ExitCode=0:15 RunTime=00:00:01 NodeList=n1 BatchHost=n1\n"
+)
 SQUEUE = "51004+0|RUNNING|het|None|n1\n51004+1|RUNNING|het|None|n2\n51008|PENDING|x|Resources|\n"
-SACCT = ("51004+0|het|COMPLETED|0:0|n1\n51004+1|het|COMPLETED|0:0|n2\n"
-         "51006|wrap|CANCELLED by 0|0:0|n1\n51007|wrap|FAILED|3:0|n1\n51009|x|TIMEOUT|0:15|n2\n")
+SACCT = (
+    "51004+0|het|COMPLETED|0:0|n1\n51004+1|het|COMPLETED|0:0|n2\n"
+    "51006|wrap|CANCELLED by 0|0:0|n1\n51007|wrap|FAILED|3:0|n1\n51009|x|TIMEOUT|0:15|n2\n"
+)
 
 
 def test_parse_scontrol_keys_a_hetjob_by_its_leader() -> None:
@@ -65,11 +70,14 @@ def test_the_state_map_is_literal_and_unknown_states_are_unknown() -> None:
     assert all(isinstance(v, AppState) for v in STATE_MAP.values())
 
 
-@pytest.mark.parametrize(("state", "words"), [
-    ("TIMEOUT", "TIMEOUT: the job reached its time limit"),
-    ("PREEMPTED", "PREEMPTED: the job was preempted"),
-    ("NODE_FAIL", "NODE_FAIL: a node of the job failed"),
-])
+@pytest.mark.parametrize(
+    ("state", "words"),
+    [
+        ("TIMEOUT", "TIMEOUT: the job reached its time limit"),
+        ("PREEMPTED", "PREEMPTED: the job was preempted"),
+        ("NODE_FAIL", "NODE_FAIL: a node of the job failed"),
+    ],
+)
 def test_preemption_and_timeout_are_reported_as_themselves(state: str, words: str) -> None:
     st = app_status(JobInfo("9", state, exit_code=0, signal=15), None, None)
     assert st.state == AppState.FAILED and words in st.msg and st.exit_code == 143
@@ -87,8 +95,11 @@ def test_replicas_of_a_cancelled_job(tmp_path: Path) -> None:
     write_status(tmp_path, "r", 1, "restart=0 host=n2 start=1 exit=143 end=5")
     st = app_status(JobInfo("7", "CANCELLED", restarts=0), app, tmp_path)
     states = [(r.state, r.exit_code, r.signal) for r in st.replicas()]
-    assert states == [(AppState.SUCCEEDED, 0, None), (AppState.CANCELLED, 143, "SIGTERM"),
-                      (AppState.CANCELLED, None, None)]
+    assert states == [
+        (AppState.SUCCEEDED, 0, None),
+        (AppState.CANCELLED, 143, "SIGTERM"),
+        (AppState.CANCELLED, None, None),
+    ]
 
 
 def test_replicas_of_a_running_job_after_a_requeue(tmp_path: Path) -> None:
@@ -108,8 +119,11 @@ def test_the_root_cause_is_the_first_failure_not_a_stop_signal(tmp_path: Path) -
     st = app_status(JobInfo("7", "FAILED", exit_code=9, restarts=0), app, tmp_path)
     assert st.exit_code == 9 and "r/1 exited with 9 on n2" in st.msg
     assert st.structured_error_msg == "x\nTraceback: boom"
-    assert [r.state for r in st.replicas()] == [AppState.CANCELLED, AppState.FAILED,
-                                                AppState.CANCELLED]
+    assert [r.state for r in st.replicas()] == [
+        AppState.CANCELLED,
+        AppState.FAILED,
+        AppState.CANCELLED,
+    ]
 
 
 # --- the backend against fake commands (the process boundary) -------------------------------
@@ -138,13 +152,23 @@ def sched() -> SlurmScheduler:
 
 def record(home: Path, job_id: str, job_dir: Path, app: AppDef) -> None:
     index = store.ensure_private_dir(home / "slurm" / "index")
-    store.write_json(index / f"{job_id}.json", {"app_id": job_id, "session": "trainlaunch",
-                     "name": app.name, "job_dir": str(job_dir), "app": app.to_dict(),
-                     "cfg": {}, "created": 1.0})
+    store.write_json(
+        index / f"{job_id}.json",
+        {
+            "app_id": job_id,
+            "session": "trainlaunch",
+            "name": app.name,
+            "job_dir": str(job_dir),
+            "app": app.to_dict(),
+            "cfg": {},
+            "created": 1.0,
+        },
+    )
 
 
-def test_without_slurm_the_backend_is_unavailable(tmp_path: Path, home: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_slurm_the_backend_is_unavailable(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     info = sched().submit_dryrun(AppDef("a", [Role("r", "echo")]), {})  # no Slurm needed
     with pytest.raises(SchedulerUnavailable, match="slurm backend unavailable: sbatch not found"):
@@ -152,24 +176,42 @@ def test_without_slurm_the_backend_is_unavailable(tmp_path: Path, home: Path,
 
 
 def test_command_failures_are_one_line_with_slurms_last_words(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", fake_bin(tmp_path, sbatch=(
-        "echo 'sbatch: error: something first' >&2\n"
-        "echo 'sbatch: error: Batch job submission failed: Node count specification invalid'"
-        " >&2\nexit 1")) + os.pathsep + os.environ["PATH"])
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "PATH",
+        fake_bin(
+            tmp_path,
+            sbatch=(
+                "echo 'sbatch: error: something first' >&2\n"
+                "echo 'sbatch: error: Batch job submission failed: Node count specification invalid'"
+                " >&2\nexit 1"
+            ),
+        )
+        + os.pathsep
+        + os.environ["PATH"],
+    )
     with pytest.raises(SchedulerError) as e:
         run_slurm(["sbatch", "--parsable"], input="#!/bin/bash\n")
-    assert str(e.value) == ("sbatch failed: sbatch: error: Batch job submission failed: "
-                            "Node count specification invalid")
+    assert str(e.value) == (
+        "sbatch failed: sbatch: error: Batch job submission failed: "
+        "Node count specification invalid"
+    )
 
 
 def test_a_job_slurm_forgot_on_a_cluster_without_accounting(
-        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", fake_bin(
-        tmp_path,
-        scontrol="echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1",
-        sacct="echo 'sacct: error: Slurm accounting storage is disabled' >&2; exit 1",
-    ) + os.pathsep + os.environ["PATH"])
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "PATH",
+        fake_bin(
+            tmp_path,
+            scontrol="echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1",
+            sacct="echo 'sacct: error: Slurm accounting storage is disabled' >&2; exit 1",
+        )
+        + os.pathsep
+        + os.environ["PATH"],
+    )
     app = AppDef("a", [Role("r", "x")])
     job_dir = tmp_path / "jobs" / "77"
     record(home, "77", job_dir, app)
@@ -184,16 +226,27 @@ def test_a_job_slurm_forgot_on_a_cluster_without_accounting(
     with pytest.raises(AppNotFound, match="no slurm job 78"):
         sched().describe("78")
     [row] = sched().list()
-    assert (row.app_id, row.state, row.app_handle) == ("77", AppState.UNKNOWN,
-                                                      "slurm://trainlaunch/77")
+    assert (row.app_id, row.state, row.app_handle) == (
+        "77",
+        AppState.UNKNOWN,
+        "slurm://trainlaunch/77",
+    )
 
 
 def test_a_record_whose_job_id_slurm_reused_is_not_confused(
-        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", fake_bin(
-        tmp_path, scontrol="echo 'JobId=77 JobName=other JobState=RUNNING Restarts=0 "
-                           "ExitCode=0:0 NodeList=n1'",
-        sacct="exit 0") + os.pathsep + os.environ["PATH"])
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "PATH",
+        fake_bin(
+            tmp_path,
+            scontrol="echo 'JobId=77 JobName=other JobState=RUNNING Restarts=0 "
+            "ExitCode=0:0 NodeList=n1'",
+            sacct="exit 0",
+        )
+        + os.pathsep
+        + os.environ["PATH"],
+    )
     record(home, "77", tmp_path / "jobs" / "77", AppDef("mine", [Role("r", "x")]))
     st = sched().describe("77").status
     assert st.state == AppState.UNKNOWN and "no longer reports job 77" in st.msg

@@ -38,24 +38,38 @@ def test_values_are_frozen_and_not_shared_with_caller() -> None:
 
 
 def test_round_trip_through_dict() -> None:
-    app = AppDef("app", [role(num_replicas=3, max_retries=2, retry_policy=RetryPolicy.REPLICA,
-                              resource=Resource(cpu=4, gpu=1, memMB=2048),
-                              env={"K": "V"}, port_map={"http": 80}, metadata={"m": 1})])
+    app = AppDef(
+        "app",
+        [
+            role(
+                num_replicas=3,
+                max_retries=2,
+                retry_policy=RetryPolicy.REPLICA,
+                resource=Resource(cpu=4, gpu=1, memMB=2048),
+                env={"K": "V"},
+                port_map={"http": 80},
+                metadata={"m": 1},
+            )
+        ],
+    )
     assert AppDef.from_dict(app.to_dict()) == app
 
 
-@pytest.mark.parametrize("kw,needle", [
-    ({"name": "bad/name"}, "invalid role name"),
-    ({"name": ".."}, "invalid role name"),
-    ({"entrypoint": ""}, "entrypoint"),
-    ({"num_replicas": 0}, "num_replicas"),
-    ({"num_replicas": True}, "num_replicas"),
-    ({"max_retries": -1}, "max_retries"),
-    ({"min_replicas": 5, "num_replicas": 2}, "min_replicas"),
-    ({"env": {"A=B": "x"}}, "env name"),
-    ({"env": {"A": 1}}, "env A"),
-    ({"args": [1]}, "arg"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        ({"name": "bad/name"}, "invalid role name"),
+        ({"name": ".."}, "invalid role name"),
+        ({"entrypoint": ""}, "entrypoint"),
+        ({"num_replicas": 0}, "num_replicas"),
+        ({"num_replicas": True}, "num_replicas"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"min_replicas": 5, "num_replicas": 2}, "min_replicas"),
+        ({"env": {"A=B": "x"}}, "env name"),
+        ({"env": {"A": 1}}, "env A"),
+        ({"args": [1]}, "arg"),
+    ],
+)
 def test_invalid_role_is_rejected_at_construction(kw: dict, needle: str) -> None:
     with pytest.raises(UsageError, match=needle):
         role(**kw)
@@ -78,8 +92,7 @@ def test_map_roles_returns_new_app() -> None:
 
 def test_macros_substitute_args_and_env_only_known_names() -> None:
     r = role(args=("${app_id}", "${replica_id}", "${unknown}"), env={"H": "${rank0_env}"})
-    out = macros.Values(img_root="/img", app_id="app-1", replica_id="3",
-                        rank0_env="RANK0").apply(r)
+    out = macros.Values(img_root="/img", app_id="app-1", replica_id="3", rank0_env="RANK0").apply(r)
     assert out.args == ("app-1", "3", "${unknown}")
     assert out.env["H"] == "RANK0"
     assert r.args[0] == "${app_id}"
@@ -87,7 +100,10 @@ def test_macros_substitute_args_and_env_only_known_names() -> None:
 
 def test_app_state_terminal() -> None:
     assert {s for s in AppState if s.is_terminal} == {
-        AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED}
+        AppState.SUCCEEDED,
+        AppState.FAILED,
+        AppState.CANCELLED,
+    }
 
 
 def test_status_round_trip_and_replicas() -> None:

@@ -25,8 +25,15 @@ UTILS = [n for n, _ in list_components() if n.startswith("utils.")]
 
 
 def test_the_documented_set_exists() -> None:
-    assert sorted(UTILS) == ["utils.binary", "utils.echo", "utils.exit", "utils.python",
-                             "utils.sh", "utils.sleep", "utils.touch"]
+    assert sorted(UTILS) == [
+        "utils.binary",
+        "utils.echo",
+        "utils.exit",
+        "utils.python",
+        "utils.sh",
+        "utils.sleep",
+        "utils.touch",
+    ]
 
 
 @pytest.mark.parametrize("name", UTILS)
@@ -51,9 +58,25 @@ def test_echo() -> None:
 def test_sh_joins_its_arguments_as_shell_text() -> None:
     r = role("utils.sh", "echo", "$TRAINLAUNCH_REPLICA_ID", "&&", "hostname")
     assert (r.entrypoint, r.args) == ("bash", ("-c", "echo $TRAINLAUNCH_REPLICA_ID && hostname"))
-    r = role("utils.sh", "--num-replicas", "3", "--cpu", "2", "--gpu", "1", "--memMB", "2048",
-             "--env", "A=1,B=2", "--max-retries", "2", "--retry-policy", "REPLICA", "--",
-             "--version")
+    r = role(
+        "utils.sh",
+        "--num-replicas",
+        "3",
+        "--cpu",
+        "2",
+        "--gpu",
+        "1",
+        "--memMB",
+        "2048",
+        "--env",
+        "A=1,B=2",
+        "--max-retries",
+        "2",
+        "--retry-policy",
+        "REPLICA",
+        "--",
+        "--version",
+    )
     assert r.args == ("-c", "--version")
     assert (r.num_replicas, r.max_retries, r.retry_policy) == (3, 2, RetryPolicy.REPLICA)
     assert (r.resource.cpu, r.resource.gpu, r.resource.memMB) == (2, 1, 2048)
@@ -67,8 +90,11 @@ def test_sh_needs_a_command() -> None:
 
 def test_python_module_code_and_script() -> None:
     r = role("utils.python", "-m", "pkg.train", "--", "--lr", "0.1")
-    assert (r.name, r.entrypoint, r.args) == ("train", sys.executable,
-                                              ("-m", "pkg.train", "--lr", "0.1"))
+    assert (r.name, r.entrypoint, r.args) == (
+        "train",
+        sys.executable,
+        ("-m", "pkg.train", "--lr", "0.1"),
+    )
     assert r.env["PYTHONUNBUFFERED"] == "1"
     r = role("utils.python", "-c", "print(1)")
     assert (r.name, r.args) == ("python", ("-c", "print(1)"))
@@ -83,8 +109,17 @@ def test_python_first_positional_is_the_script() -> None:
 
 
 def test_python_with_an_image_uses_the_images_python() -> None:
-    r = role("utils.python", "--image", "pytorch:2", "-c", "pass", "--name", "job",
-             "--env", "PYTHONUNBUFFERED=0")
+    r = role(
+        "utils.python",
+        "--image",
+        "pytorch:2",
+        "-c",
+        "pass",
+        "--name",
+        "job",
+        "--env",
+        "PYTHONUNBUFFERED=0",
+    )
     assert (r.entrypoint, r.name, r.env["PYTHONUNBUFFERED"]) == ("python", "job", "0")
 
 

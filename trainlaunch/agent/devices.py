@@ -53,5 +53,7 @@ def local_nproc(value: str, environ: Mapping[str, str]) -> int:
             raise UsageError("--nproc-per-node gpu: CUDA is not available (no GPU visible)")
         return cpu_count()
     # xpu and private-use backends need torch: the agent hands them to torchrun
-    raise UsageError(f"--nproc-per-node {value} needs torch to count devices",
-                     hint="use --engine torchrun or give a number")
+    raise UsageError(
+        f"--nproc-per-node {value} needs torch to count devices",
+        hint="use --engine torchrun or give a number",
+    )

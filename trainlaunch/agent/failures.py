@@ -94,8 +94,11 @@ def _headline(f: Failure) -> tuple[str, str]:
         head = f"Signal {-f.exit_code} ({f.signal}) received by PID {f.pid}"
     else:
         last = next((ln for ln in reversed(tail.splitlines()) if ln.strip()), "")
-        head = last.strip() if "Traceback (most recent call last)" in tail else (
-            f"exited with code {f.exit_code}")
+        head = (
+            last.strip()
+            if "Traceback (most recent call last)" in tail
+            else (f"exited with code {f.exit_code}")
+        )
     return head, tail
 
 
@@ -109,15 +112,22 @@ def error_record(f: Failure) -> dict[str, Any]:
             "errorCode": f.exit_code,
         },
         "errorCode": f.exit_code,
-        "rank": f.rank, "local_rank": f.local_rank, "node_rank": f.node_rank, "pid": f.pid,
-        "exit_code": f.shell_code, "signal": f.signal, "attempt": f.attempt,
-        "hostname": socket.gethostname(), "error_file": f.error_file if f.reply() else None,
+        "rank": f.rank,
+        "local_rank": f.local_rank,
+        "node_rank": f.node_rank,
+        "pid": f.pid,
+        "exit_code": f.shell_code,
+        "signal": f.signal,
+        "attempt": f.attempt,
+        "hostname": socket.gethostname(),
+        "error_file": f.error_file if f.reply() else None,
         "stderr_file": f.stderr_file or None,
     }
 
 
-def summary(script: str, root: Failure, others: Sequence[Failure], restarts: int,
-            max_restarts: int) -> str:
+def summary(
+    script: str, root: Failure, others: Sequence[Failure], restarts: int, max_restarts: int
+) -> str:
     """The text printed on stderr when the node fails."""
     message, trace = _headline(root)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(root.timestamp()))

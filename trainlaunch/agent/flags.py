@@ -52,8 +52,13 @@ def _f(dest: str, opts: str, kind: Kind, default: Any, **kw: Any) -> Flag:
 # Order, spellings, kinds and defaults as in torch 2.13's torch/distributed/run.py.
 FLAGS: tuple[Flag, ...] = (
     _f("nnodes", "--nnodes", "str", "1:1", help="nodes: N or MIN:MAX"),
-    _f("nproc_per_node", "--nproc-per-node --nproc_per_node", "str", "1",
-       help="workers per node: an integer or auto, cpu, gpu, xpu"),
+    _f(
+        "nproc_per_node",
+        "--nproc-per-node --nproc_per_node",
+        "str",
+        "1",
+        help="workers per node: an integer or auto, cpu, gpu, xpu",
+    ),
     _f("rdzv_backend", "--rdzv-backend --rdzv_backend", "str", "static"),
     _f("rdzv_endpoint", "--rdzv-endpoint --rdzv_endpoint", "str", ""),
     _f("rdzv_id", "--rdzv-id --rdzv_id", "str", "none"),
@@ -61,8 +66,13 @@ FLAGS: tuple[Flag, ...] = (
     _f("standalone", "--standalone", "bool", False),
     _f("max_restarts", "--max-restarts --max_restarts", "int", 0),
     _f("monitor_interval", "--monitor-interval --monitor_interval", "float", 0.1),
-    _f("start_method", "--start-method --start_method", "str", "spawn",
-       choices=("spawn", "fork", "forkserver")),
+    _f(
+        "start_method",
+        "--start-method --start_method",
+        "str",
+        "spawn",
+        choices=("spawn", "fork", "forkserver"),
+    ),
     _f("event_log_handler", "--event-log-handler --event_log_handler", "str", "null"),
     _f("role", "--role", "str", "default"),
     _f("module", "-m --module", "bool", False),
@@ -72,24 +82,49 @@ FLAGS: tuple[Flag, ...] = (
     _f("redirects", "-r --redirects", "str", "0"),
     _f("tee", "-t --tee", "str", "0"),
     _f("local_ranks_filter", "--local-ranks-filter --local_ranks_filter", "str", ""),
-    _f("duplicate_stdout_filters", "--duplicate-stdout-filters --duplicate_stdout_filters",
-       "list", ()),
-    _f("duplicate_stderr_filters", "--duplicate-stderr-filters --duplicate_stderr_filters",
-       "list", ()),
+    _f(
+        "duplicate_stdout_filters",
+        "--duplicate-stdout-filters --duplicate_stdout_filters",
+        "list",
+        (),
+    ),
+    _f(
+        "duplicate_stderr_filters",
+        "--duplicate-stderr-filters --duplicate_stderr_filters",
+        "list",
+        (),
+    ),
     _f("node_rank", "--node-rank --node_rank", "int", 0),
     _f("master_addr", "--master-addr --master_addr", "str", "127.0.0.1"),
     _f("master_port", "--master-port --master_port", "int", None),
     _f("local_addr", "--local-addr --local_addr", "str", None),
     _f("logs_specs", "--logs-specs --logs_specs", "str", None, env=False),
-    _f("numa_binding", "--numa-binding --numa_binding", "str", None, env=False,
-       choices=("node", "socket", "exclusive", "core-complex")),
-    _f("signals_to_handle", "--signals-to-handle --signals_to_handle", "str",
-       "SIGTERM,SIGINT,SIGHUP,SIGQUIT"),
+    _f(
+        "numa_binding",
+        "--numa-binding --numa_binding",
+        "str",
+        None,
+        env=False,
+        choices=("node", "socket", "exclusive", "core-complex"),
+    ),
+    _f(
+        "signals_to_handle",
+        "--signals-to-handle --signals_to_handle",
+        "str",
+        "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+    ),
     _f("shutdown_timeout", "--shutdown-timeout --shutdown_timeout", "int", None),
     _f("virtual_local_rank", "--virtual-local-rank --virtual_local_rank", "bool", False),
     # trainlaunch's own: which engine runs this node (docs/ddp.md)
-    _f("engine", "--engine", "str", "auto", env=False, choices=ENGINES,
-       help="auto: the torch-free agent when it can, else torchrun"),
+    _f(
+        "engine",
+        "--engine",
+        "str",
+        "auto",
+        env=False,
+        choices=ENGINES,
+        help="auto: the torch-free agent when it can, else torchrun",
+    ),
 )
 BY_DEST: Mapping[str, Flag] = {f.dest: f for f in FLAGS}
 
@@ -168,8 +203,13 @@ def parser() -> argparse.ArgumentParser:
         if flag.kind == "bool":
             p.add_argument(*flag.options, dest=flag.dest, action="store_true", help=flag.help)
         else:
-            p.add_argument(*flag.options, dest=flag.dest, metavar=flag.dest.upper(),
-                           type=_Converter(flag), help=flag.help)
+            p.add_argument(
+                *flag.options,
+                dest=flag.dest,
+                metavar=flag.dest.upper(),
+                type=_Converter(flag),
+                help=flag.help,
+            )
     p.add_argument("training_script")
     p.add_argument("training_script_args", nargs=argparse.REMAINDER)
     return p
@@ -226,8 +266,10 @@ def check_nproc(nproc: str) -> None:
     try:
         n = int(nproc)
     except ValueError:
-        raise UsageError(f"--nproc-per-node: unsupported value {nproc!r}; use an integer or "
-                         f"{', '.join(DEVICE_NPROCS)}") from None
+        raise UsageError(
+            f"--nproc-per-node: unsupported value {nproc!r}; use an integer or "
+            f"{', '.join(DEVICE_NPROCS)}"
+        ) from None
     if n < 1:
         raise UsageError(f"--nproc-per-node must be >= 1, got {n}")
 
@@ -248,8 +290,9 @@ def parse_ranks_filter(value: str) -> frozenset[int] | None:
     try:
         return frozenset(int(v) for v in value.split(","))
     except ValueError:
-        raise UsageError("--local-ranks-filter must be comma-separated integers, e.g. 0,1,2, "
-                         f"got {value!r}") from None
+        raise UsageError(
+            f"--local-ranks-filter must be comma-separated integers, e.g. 0,1,2, got {value!r}"
+        ) from None
 
 
 def parse_signals(value: str) -> tuple[signal.Signals, ...]:
@@ -266,7 +309,7 @@ def parse_signals(value: str) -> tuple[signal.Signals, ...]:
 def parse_rdzv_conf(value: str) -> dict[str, str]:
     """torchrun's ``k1=v1,k2=v2`` rendezvous configuration."""
     conf: dict[str, str] = {}
-    for kv in (value.strip().split(",") if value.strip() else []):
+    for kv in value.strip().split(",") if value.strip() else []:
         key, _, val = kv.partition("=")
         if not key.strip() or not val.strip():
             raise UsageError(f"--rdzv-conf must be KEY=VALUE,..., got {value!r}")

@@ -48,9 +48,14 @@ def rank_file(attempt_dir: str, local_rank: int, name: str) -> str:
     return os.path.join(attempt_dir, str(local_rank), name)
 
 
-def console_modes(tee: int | dict[int, int], redirects: int | dict[int, int],
-                  ranks_filter: frozenset[int] | None, local_rank: int) -> dict[int, str]:
+def console_modes(
+    tee: int | dict[int, int],
+    redirects: int | dict[int, int],
+    ranks_filter: frozenset[int] | None,
+    local_rank: int,
+) -> dict[int, str]:
     """For each stream: 'prefix' (teed), 'raw' (not redirected) or 'none' (console silent)."""
+
     def bits(v: int | dict[int, int]) -> int:
         return v if isinstance(v, int) else v.get(local_rank, 0)
 
@@ -91,9 +96,18 @@ def write_all(fd: int, data: bytes) -> bool:
 class Stream:
     """One worker stream: pipe -> file (raw bytes) and console (whole, maybe prefixed lines)."""
 
-    def __init__(self, fd: int, path: str, console: int, mode: str, prefix: bytes,
-                 filtered: int = -1, needles: Sequence[str] = (), keep_tail: bool = False,
-                 local_rank: int = -1):
+    def __init__(
+        self,
+        fd: int,
+        path: str,
+        console: int,
+        mode: str,
+        prefix: bytes,
+        filtered: int = -1,
+        needles: Sequence[str] = (),
+        keep_tail: bool = False,
+        local_rank: int = -1,
+    ):
         self.fd = fd
         self.local_rank = local_rank
         self.file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) if path else -1
@@ -103,7 +117,8 @@ class Stream:
         self.needles = [n.encode() for n in needles if n]
         self.pending = bytearray()
         self.tail: collections.deque[bytes] | None = (
-            collections.deque(maxlen=TAIL_LINES) if keep_tail else None)
+            collections.deque(maxlen=TAIL_LINES) if keep_tail else None
+        )
         self.open = True
         os.set_blocking(fd, False)
 

@@ -18,12 +18,17 @@ def exec_torchrun(args: flags.AgentArgs, reason: str) -> None:
     from trainlaunch.agent.torchrun import torchrun_argv
 
     replica_dir = os.environ.get(settings.REPLICA_LOG_DIR)
-    argv = torchrun_argv(args, os.environ, args.log_dir or replica_dir,
-                         os.environ.get("PYTHON_EXEC") or sys.executable)
+    argv = torchrun_argv(
+        args,
+        os.environ,
+        args.log_dir or replica_dir,
+        os.environ.get("PYTHON_EXEC") or sys.executable,
+    )
     if replica_dir:
         os.makedirs(replica_dir, exist_ok=True)
-        AgentRecord(agent_file(replica_dir), engine=TORCHRUN, reason=reason,
-                    argv=argv).update(state="RUNNING")
+        AgentRecord(agent_file(replica_dir), engine=TORCHRUN, reason=reason, argv=argv).update(
+            state="RUNNING"
+        )
     os.write(2, f"[trainlaunch] using torchrun: {reason}\n".encode())
     os.execvp(argv[0], argv)
 

@@ -77,11 +77,20 @@ class NodeAgent:
         if where:
             os.makedirs(where, exist_ok=True)
         self.record = AgentRecord(
-            agent_file(where) if where else None, engine="agent", reason=plan.reason,
-            hostname=socket.gethostname(), node_rank=plan.node_rank, nnodes=plan.nnodes,
-            nproc=plan.nproc, world_size=plan.world_size, run_id=self.run_id,
-            run_dir=self.run_dir, max_restarts=plan.max_restarts,
-            master_addr=plan.master_addr, command=list(plan.command))
+            agent_file(where) if where else None,
+            engine="agent",
+            reason=plan.reason,
+            hostname=socket.gethostname(),
+            node_rank=plan.node_rank,
+            nnodes=plan.nnodes,
+            nproc=plan.nproc,
+            world_size=plan.world_size,
+            run_id=self.run_id,
+            run_dir=self.run_dir,
+            max_restarts=plan.max_restarts,
+            master_addr=plan.master_addr,
+            command=list(plan.command),
+        )
         self.sel = selectors.DefaultSelector()
         self.spawner = Spawner()
         self.pending: list[int] = []  # handled signals received, in order
@@ -121,16 +130,22 @@ class NodeAgent:
             root = root_cause(outcome.failures)
             others = [f for f in outcome.failures if f is not root]
             if self.attempt < self.plan.max_restarts and not self.pending:
-                self._note(f"rank {root.rank} {root.how()}; restarting all {self.plan.nproc} "
-                           f"workers (restart {self.attempt + 1} of {self.plan.max_restarts})")
+                self._note(
+                    f"rank {root.rank} {root.how()}; restarting all {self.plan.nproc} "
+                    f"workers (restart {self.attempt + 1} of {self.plan.max_restarts})"
+                )
                 self._end_attempt("FAILED", root)
                 self.attempt += 1
                 continue
             record = error_record(root)
             if self.own_error_file:
                 write_atomic(self.own_error_file, record)  # the backend's reply file
-            os.write(2, summary(self.args.script, root, others, self.attempt,
-                                self.plan.max_restarts).encode())
+            os.write(
+                2,
+                summary(
+                    self.args.script, root, others, self.attempt, self.plan.max_restarts
+                ).encode(),
+            )
             self._end_attempt("FAILED", root)
             return self._finish("FAILED", root.shell_code, record)
 
@@ -142,8 +157,10 @@ class NodeAgent:
         base = dict(os.environ)
         for lr in range(self.plan.nproc):
             err = logs.rank_file(adir, lr, "error.json")
-            env = {**base, **worker_env(self.plan, lr, self.attempt, port, self.run_id, err,
-                                        os.environ)}
+            env = {
+                **base,
+                **worker_env(self.plan, lr, self.attempt, port, self.run_id, err, os.environ),
+            }
             try:
                 w = self.spawner.start(lr, self.plan.rank(lr), self.plan.command, env)
             except WorkerStartError as e:
@@ -151,8 +168,14 @@ class NodeAgent:
                 return Outcome("failed", [self._start_failure(lr, adir, e)])
             self.workers.append(w)
             self._watch_worker(w, adir, filtered)
-        self.record.update(state="RUNNING", attempt=self.attempt, restarts=self.attempt,
-                           master_port=port, attempt_dir=adir, workers=self._worker_rows())
+        self.record.update(
+            state="RUNNING",
+            attempt=self.attempt,
+            restarts=self.attempt,
+            master_port=port,
+            attempt_dir=adir,
+            workers=self._worker_rows(),
+        )
         return self._watch()
 
     def _watch(self) -> Outcome:
@@ -253,14 +276,27 @@ class NodeAgent:
     def _watch_worker(self, w: Worker, adir: str, filtered: dict[int, int]) -> None:
         modes = logs.console_modes(self.tee, self.redirects, self.ranks_filter, w.local_rank)
         prefix = logs.line_prefix(self.prefix_template, self.plan.role, w.rank, w.local_rank)
-        for std, pipe, name in ((logs.OUT, w.proc.stdout, "stdout.log"),
-                                (logs.ERR, w.proc.stderr, "stderr.log")):
+        for std, pipe, name in (
+            (logs.OUT, w.proc.stdout, "stdout.log"),
+            (logs.ERR, w.proc.stderr, "stderr.log"),
+        ):
             assert pipe is not None
-            needles = (self.args.duplicate_stdout_filters if std == logs.OUT
-                       else self.args.duplicate_stderr_filters)
-            s = logs.Stream(pipe.fileno(), logs.rank_file(adir, w.local_rank, name), std,
-                            modes[std], prefix, filtered.get(std, -1), needles,
-                            keep_tail=std == logs.ERR, local_rank=w.local_rank)
+            needles = (
+                self.args.duplicate_stdout_filters
+                if std == logs.OUT
+                else self.args.duplicate_stderr_filters
+            )
+            s = logs.Stream(
+                pipe.fileno(),
+                logs.rank_file(adir, w.local_rank, name),
+                std,
+                modes[std],
+                prefix,
+                filtered.get(std, -1),
+                needles,
+                keep_tail=std == logs.ERR,
+                local_rank=w.local_rank,
+            )
             self.streams.append(s)
             self.sel.register(s.fd, selectors.EVENT_READ, s)
         if self.pidfds:
@@ -274,37 +310,64 @@ class NodeAgent:
 
     def _filtered_files(self, adir: str) -> dict[int, int]:
         out = {}
-        for std, needles, name in ((logs.OUT, self.args.duplicate_stdout_filters,
-                                    "filtered_stdout.log"),
-                                   (logs.ERR, self.args.duplicate_stderr_filters,
-                                    "filtered_stderr.log")):
+        for std, needles, name in (
+            (logs.OUT, self.args.duplicate_stdout_filters, "filtered_stdout.log"),
+            (logs.ERR, self.args.duplicate_stderr_filters, "filtered_stderr.log"),
+        ):
             if any(needles) and adir != os.devnull:
-                out[std] = os.open(os.path.join(adir, name),
-                                   os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                out[std] = os.open(
+                    os.path.join(adir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644
+                )
         return out
 
     def _failure(self, w: Worker) -> Failure:
         adir = self.record.data.get("attempt_dir", os.devnull)
-        err = next((s for s in self.streams if s.local_rank == w.local_rank
-                    and s.tail is not None), None)
+        err = next(
+            (s for s in self.streams if s.local_rank == w.local_rank and s.tail is not None), None
+        )
         assert w.exit_code is not None
-        return Failure(rank=w.rank, local_rank=w.local_rank, node_rank=self.plan.node_rank,
-                       pid=w.pid, exit_code=w.exit_code, observed=w.ended or time.time(),
-                       order=self.order.get(w.local_rank, 0), attempt=self.attempt,
-                       error_file=logs.rank_file(adir, w.local_rank, "error.json"),
-                       stderr_file=logs.rank_file(adir, w.local_rank, "stderr.log"),
-                       stderr_tail=err.tail_text() if err else "")
+        return Failure(
+            rank=w.rank,
+            local_rank=w.local_rank,
+            node_rank=self.plan.node_rank,
+            pid=w.pid,
+            exit_code=w.exit_code,
+            observed=w.ended or time.time(),
+            order=self.order.get(w.local_rank, 0),
+            attempt=self.attempt,
+            error_file=logs.rank_file(adir, w.local_rank, "error.json"),
+            stderr_file=logs.rank_file(adir, w.local_rank, "stderr.log"),
+            stderr_tail=err.tail_text() if err else "",
+        )
 
     def _start_failure(self, lr: int, adir: str, e: WorkerStartError) -> Failure:
-        return Failure(rank=self.plan.rank(lr), local_rank=lr, node_rank=self.plan.node_rank,
-                       pid=0, exit_code=e.exit_code, observed=time.time(), order=0,
-                       attempt=self.attempt, error_file="", stderr_file="",
-                       stderr_tail=str(e) + "\n")
+        return Failure(
+            rank=self.plan.rank(lr),
+            local_rank=lr,
+            node_rank=self.plan.node_rank,
+            pid=0,
+            exit_code=e.exit_code,
+            observed=time.time(),
+            order=0,
+            attempt=self.attempt,
+            error_file="",
+            stderr_file="",
+            stderr_tail=str(e) + "\n",
+        )
 
     def _worker_rows(self) -> list[dict[str, Any]]:
-        return [{"rank": w.rank, "local_rank": w.local_rank, "pid": w.pid, "pgid": w.pid,
-                 "ticks": w.ticks, "exit_code": w.exit_code, "signal": signal_name(w.exit_code)}
-                for w in self.workers]
+        return [
+            {
+                "rank": w.rank,
+                "local_rank": w.local_rank,
+                "pid": w.pid,
+                "pgid": w.pid,
+                "ticks": w.ticks,
+                "exit_code": w.exit_code,
+                "signal": signal_name(w.exit_code),
+            }
+            for w in self.workers
+        ]
 
     # -- reporting -----------------------------------------------------------------------------------
 
@@ -312,15 +375,24 @@ class NodeAgent:
         os.write(2, f"[trainlaunch] {text}\n".encode())
 
     def _end_attempt(self, result: str, root: Failure | None) -> None:
-        attempts = [*self.record.data["attempts"], {
-            "attempt": self.attempt, "result": result,
-            "root_cause": error_record(root) if root else None}]
+        attempts = [
+            *self.record.data["attempts"],
+            {
+                "attempt": self.attempt,
+                "result": result,
+                "root_cause": error_record(root) if root else None,
+            },
+        ]
         self.record.update(attempts=attempts, workers=self._worker_rows())
 
     def _finish(self, state: str, code: int, root: dict[str, Any] | None = None) -> int:
         if state != "FAILED":
             self._end_attempt(state, None)
-        self.record.update(state=state, exit_code=code, root_cause=root,
-                           workers=self._worker_rows(), ended=time.time())
+        self.record.update(
+            state=state,
+            exit_code=code,
+            root_cause=root,
+            workers=self._worker_rows(),
+            ended=time.time(),
+        )
         return code
-

@@ -76,9 +76,11 @@ def torchrun_reason(args: flags.AgentArgs) -> str | None:
     backend = "c10d" if args.standalone else args.rdzv_backend
     if lo != hi:
         return f"elastic --nnodes {args.nnodes} needs torchrun's rendezvous"
-    for dest, why in (("run_path", "--run-path runs the script inside torchrun"),
-                      ("logs_specs", "--logs-specs loads a torchrun plugin"),
-                      ("numa_binding", "--numa-binding needs torch")):
+    for dest, why in (
+        ("run_path", "--run-path runs the script inside torchrun"),
+        ("logs_specs", "--logs-specs loads a torchrun plugin"),
+        ("numa_binding", "--numa-binding needs torch"),
+    ):
         if args.values[dest]:
             return why
     if args.nproc_per_node == "xpu":
@@ -101,8 +103,9 @@ def choose_engine(args: flags.AgentArgs) -> tuple[str, str]:
         return TORCHRUN, "--engine torchrun"
     if args.engine == AGENT:
         if why:
-            raise UsageError(f"--engine agent cannot run this: {why}",
-                             hint="use --engine auto (or torchrun)")
+            raise UsageError(
+                f"--engine agent cannot run this: {why}", hint="use --engine auto (or torchrun)"
+            )
         return AGENT, "--engine agent"
     if why:
         return TORCHRUN, why
@@ -116,8 +119,9 @@ def _given(args: flags.AgentArgs, dest: str, env: Mapping[str, str], name: str) 
     return env[name]
 
 
-def plan_node(args: flags.AgentArgs, environ: Mapping[str, str],
-              python: str | None = None) -> NodePlan:
+def plan_node(
+    args: flags.AgentArgs, environ: Mapping[str, str], python: str | None = None
+) -> NodePlan:
     """Resolve engine, node rank, rendezvous address and worker command for this node."""
     engine, reason = choose_engine(args)
     lo, hi = flags.parse_nnodes(args.nnodes)
@@ -130,8 +134,11 @@ def plan_node(args: flags.AgentArgs, environ: Mapping[str, str],
         if not (args.standalone or auto):
             run_id = args.rdzv_id
             if args.rdzv_backend == "static":
-                addr, port = (split_endpoint(args.rdzv_endpoint, 29500) if args.rdzv_endpoint
-                              else (args.master_addr, args.master_port))
+                addr, port = (
+                    split_endpoint(args.rdzv_endpoint, 29500)
+                    if args.rdzv_endpoint
+                    else (args.master_addr, args.master_port)
+                )
                 node_rank = args.node_rank
     else:  # a static world across nodes: rank 0 hosts the store at the backend's address
         addr = _given(args, "master_addr", environ, settings.RANK0_HOST)
@@ -142,10 +149,20 @@ def plan_node(args: flags.AgentArgs, environ: Mapping[str, str],
         run_id = str(_given(args, "rdzv_id", environ, settings.APP_ID))
     if node_rank >= hi:
         raise UsageError(f"node rank {node_rank} is out of range for --nnodes {args.nnodes}")
-    return NodePlan(engine=engine, reason=reason, nnodes=hi, node_rank=node_rank, nproc=nproc,
-                    role=args.role, master_addr=addr, master_port=port, run_id=run_id,
-                    max_restarts=args.max_restarts, command=worker_command(args, python),
-                    virtual_local_rank=args.virtual_local_rank)
+    return NodePlan(
+        engine=engine,
+        reason=reason,
+        nnodes=hi,
+        node_rank=node_rank,
+        nproc=nproc,
+        role=args.role,
+        master_addr=addr,
+        master_port=port,
+        run_id=run_id,
+        max_restarts=args.max_restarts,
+        command=worker_command(args, python),
+        virtual_local_rank=args.virtual_local_rank,
+    )
 
 
 def node_environ(args: flags.AgentArgs, nproc: int, environ: Mapping[str, str]) -> dict[str, str]:
@@ -156,8 +173,15 @@ def node_environ(args: flags.AgentArgs, nproc: int, environ: Mapping[str, str]) 
     return out
 
 
-def worker_env(plan: NodePlan, local_rank: int, restart_count: int, master_port: int | str,
-               run_id: str, error_file: str, environ: Mapping[str, str]) -> dict[str, str]:
+def worker_env(
+    plan: NodePlan,
+    local_rank: int,
+    restart_count: int,
+    master_port: int | str,
+    run_id: str,
+    error_file: str,
+    environ: Mapping[str, str],
+) -> dict[str, str]:
     """The variables torchrun 2.13 sets for one worker, on top of the inherited environment."""
     rank = plan.rank(local_rank)
     env = {
@@ -194,8 +218,9 @@ def worker_env(plan: NodePlan, local_rank: int, restart_count: int, master_port:
     return env
 
 
-def rank_envs(agent_args: Sequence[str], replica_env: Mapping[str, str],
-              python: str | None = None) -> list[dict[str, Any]]:
+def rank_envs(
+    agent_args: Sequence[str], replica_env: Mapping[str, str], python: str | None = None
+) -> list[dict[str, Any]]:
     """Per rank of this node: rank, local_rank, argv and the variables the agent adds.
 
     For ``--dryrun``: values only known at start time are shown as ``<...>`` placeholders.
@@ -217,6 +242,13 @@ def rank_envs(agent_args: Sequence[str], replica_env: Mapping[str, str],
     for lr in range(plan.nproc):
         err = f"{base}/{run_id}_<rand>/attempt_0/{lr}/error.json"
         env = {**inherited, **worker_env(plan, lr, 0, port, run_id, err, node_env)}
-        out.append({"rank": plan.rank(lr), "local_rank": lr, "engine": AGENT,
-                    "argv": list(plan.command), "env": env})
+        out.append(
+            {
+                "rank": plan.rank(lr),
+                "local_rank": lr,
+                "engine": AGENT,
+                "argv": list(plan.command),
+                "env": env,
+            }
+        )
     return out

@@ -52,9 +52,16 @@ class AgentRecord:
     def __init__(self, path: str | None, **fields: Any) -> None:
         self.path = path  # None: nowhere to write (--log-dir /dev/null without a replica dir)
         self.data: dict[str, Any] = {
-            "version": VERSION, "pid": os.getpid(), "state": "STARTING", "restarts": 0,
-            "attempts": [], "workers": [], "root_cause": None, "exit_code": None,
-            "started": time.time(), **fields,
+            "version": VERSION,
+            "pid": os.getpid(),
+            "state": "STARTING",
+            "restarts": 0,
+            "attempts": [],
+            "workers": [],
+            "root_cause": None,
+            "exit_code": None,
+            "started": time.time(),
+            **fields,
         }
 
     def update(self, **fields: Any) -> None:

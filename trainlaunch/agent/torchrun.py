@@ -17,8 +17,9 @@ from trainlaunch.agent import flags
 from trainlaunch.errors import UsageError
 
 
-def torchrun_values(args: flags.AgentArgs, environ: Mapping[str, str],
-                    log_dir: str | None) -> dict[str, Any]:
+def torchrun_values(
+    args: flags.AgentArgs, environ: Mapping[str, str], log_dir: str | None
+) -> dict[str, Any]:
     """The flags torchrun gets: the user's, plus the backend's rendezvous for multi-node."""
     values = {k: v for k, v in args.values.items() if k != "engine"}
     _, hi = flags.parse_nnodes(args.nnodes)
@@ -32,8 +33,10 @@ def torchrun_values(args: flags.AgentArgs, environ: Mapping[str, str],
         if args.rdzv_backend == "static":
             fill("master_addr", host)
             fill("master_port", int(port) if port else None)
-            fill("node_rank", int(environ[settings.REPLICA_ID])
-                 if settings.REPLICA_ID in environ else None)
+            fill(
+                "node_rank",
+                int(environ[settings.REPLICA_ID]) if settings.REPLICA_ID in environ else None,
+            )
         elif not args.rdzv_endpoint and host and port:
             values["rdzv_endpoint"] = f"{host}:{port}"
         fill("rdzv_id", environ.get(settings.APP_ID))  # every node must name the same run
@@ -41,17 +44,27 @@ def torchrun_values(args: flags.AgentArgs, environ: Mapping[str, str],
     return values
 
 
-def torchrun_argv(args: flags.AgentArgs, environ: Mapping[str, str], log_dir: str | None,
-                  python: str | None = None) -> list[str]:
+def torchrun_argv(
+    args: flags.AgentArgs,
+    environ: Mapping[str, str],
+    log_dir: str | None,
+    python: str | None = None,
+) -> list[str]:
     """``[python, -m, torch.distributed.run, <flags>, script, *args]``."""
     python = python or sys.executable
-    return [python, "-m", "torch.distributed.run",
-            *flags.render(torchrun_values(args, environ, log_dir)),
-            args.script, *args.script_args]
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        *flags.render(torchrun_values(args, environ, log_dir)),
+        args.script,
+        *args.script_args,
+    ]
 
 
-def torchrun_plan(args: flags.AgentArgs, environ: Mapping[str, str],
-                  python: str | None) -> list[dict[str, Any]]:
+def torchrun_plan(
+    args: flags.AgentArgs, environ: Mapping[str, str], python: str | None
+) -> list[dict[str, Any]]:
     """What the dryrun can say about ranks torchrun will start (ranks known only if static)."""
     from trainlaunch.agent.devices import local_nproc
     from trainlaunch.agent.plan import worker_command
@@ -60,8 +73,11 @@ def torchrun_plan(args: flags.AgentArgs, environ: Mapping[str, str],
     lo, hi = flags.parse_nnodes(args.nnodes)
     static = lo == hi and values["rdzv_backend"] == "static" and not args.standalone
     python = python or environ.get("PYTHON_EXEC") or sys.executable
-    common = {"engine": "torchrun", "argv": list(worker_command(args, python)),
-              "launcher": torchrun_argv(args, environ, None, python)}
+    common = {
+        "engine": "torchrun",
+        "argv": list(worker_command(args, python)),
+        "launcher": torchrun_argv(args, environ, None, python),
+    }
     try:
         nproc = local_nproc(args.nproc_per_node, environ)
     except UsageError:  # xpu & co: only torchrun can count them
@@ -70,10 +86,14 @@ def torchrun_plan(args: flags.AgentArgs, environ: Mapping[str, str],
     out = []
     for lr in range(nproc):
         rank = node * nproc + lr if node is not None else None
-        env = {"LOCAL_RANK": str(lr), "LOCAL_WORLD_SIZE": str(nproc),
-               "RANK": str(rank) if rank is not None else "<assigned at rendezvous>",
-               "WORLD_SIZE": str(hi * nproc) if lo == hi else "<assigned at rendezvous>",
-               "ROLE_NAME": args.role, "TORCHELASTIC_MAX_RESTARTS": str(args.max_restarts),
-               "TORCHELASTIC_USE_AGENT_STORE": "True"}
+        env = {
+            "LOCAL_RANK": str(lr),
+            "LOCAL_WORLD_SIZE": str(nproc),
+            "RANK": str(rank) if rank is not None else "<assigned at rendezvous>",
+            "WORLD_SIZE": str(hi * nproc) if lo == hi else "<assigned at rendezvous>",
+            "ROLE_NAME": args.role,
+            "TORCHELASTIC_MAX_RESTARTS": str(args.max_restarts),
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+        }
         out.append({"rank": rank, "local_rank": lr, "env": env, **common})
     return out

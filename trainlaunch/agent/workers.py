@@ -106,16 +106,25 @@ class Spawner:
     def __init__(self) -> None:
         self.preexec = _die_with_parent()
 
-    def start(self, local_rank: int, rank: int, cmd: Sequence[str],
-              env: Mapping[str, str]) -> Worker:
+    def start(
+        self, local_rank: int, rank: int, cmd: Sequence[str], env: Mapping[str, str]
+    ) -> Worker:
         """Start one worker in its own session with stdout/stderr piped to the agent."""
         try:
-            proc = subprocess.Popen(list(cmd), env=dict(env), stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True,
-                                    preexec_fn=self.preexec, umask=USER_UMASK)
+            proc = subprocess.Popen(
+                list(cmd),
+                env=dict(env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=self.preexec,
+                umask=USER_UMASK,
+            )
         except OSError as e:
-            raise WorkerStartError(f"cannot start {cmd[0]!r}: {e.strerror or e}",
-                                   127 if isinstance(e, FileNotFoundError) else 126) from None
+            raise WorkerStartError(
+                f"cannot start {cmd[0]!r}: {e.strerror or e}",
+                127 if isinstance(e, FileNotFoundError) else 126,
+            ) from None
         return Worker(local_rank, rank, proc, time.time())
 
 

@@ -49,10 +49,10 @@ Exit codes: 0 ok, 1 app failed (wait), 2 usage error, 3 scheduler error,
 """
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog=EPILOG)
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.version_option(package_name="trainlaunch", prog_name="trainlaunch")
-@click.option("--debug", is_flag=True, envvar=settings.DEBUG,
-              help="Show full tracebacks for errors.")
+@click.option(
+    "--debug", is_flag=True, envvar=settings.DEBUG, help="Show full tracebacks for errors."
+)
 def cli(debug: bool) -> None:
     """trainlaunch: launch PyTorch training on local, Slurm and Kubernetes backends."""

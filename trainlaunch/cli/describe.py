@@ -9,8 +9,11 @@ from trainlaunch.cli import output, render
 
 @click.command("describe")
 @click.argument("handle")
-@click.option("--show-secrets", is_flag=True,
-              help="Print env values of names like *TOKEN*, *SECRET*, *PASSWORD*, *KEY*.")
+@click.option(
+    "--show-secrets",
+    is_flag=True,
+    help="Print env values of names like *TOKEN*, *SECRET*, *PASSWORD*, *KEY*.",
+)
 @output.json_option
 def command(handle: str, show_secrets: bool, as_json: bool) -> None:
     """Show how an app was submitted: its AppDef, options and rank settings (seed...)."""

@@ -10,9 +10,13 @@ from trainlaunch.specs import AppState
 
 @click.command("list")
 @click.option("-s", "--scheduler", default=None, help="Backend to list (default: local).")
-@click.option("--state", "states", multiple=True,
-              type=click.Choice([s.name for s in AppState], case_sensitive=False),
-              help="Only apps in this state (repeatable).")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice([s.name for s in AppState], case_sensitive=False),
+    help="Only apps in this state (repeatable).",
+)
 @click.option("--running", is_flag=True, help="Only apps that have not ended.")
 @output.json_option
 def command(scheduler: str | None, states: tuple[str, ...], running: bool, as_json: bool) -> None:
@@ -22,8 +26,11 @@ def command(scheduler: str | None, states: tuple[str, ...], running: bool, as_js
     with get_runner() as runner:
         rows = runner.list(scheduler or "local")
     wanted = {s.upper() for s in states}
-    rows = [r for r in rows if (not wanted or r.state.name in wanted)
-            and (not running or not r.state.is_terminal)]
+    rows = [
+        r
+        for r in rows
+        if (not wanted or r.state.name in wanted) and (not running or not r.state.is_terminal)
+    ]
     if as_json:
         output.emit_json(render.list_doc(rows))
     elif output.stdout_is_tty():
@@ -32,14 +39,19 @@ def command(scheduler: str | None, states: tuple[str, ...], running: bool, as_js
 
         table = Table(box=None)
         # handles are copied into other commands: never truncate them
-        table.add_column("handle", no_wrap=True,
-                         min_width=max((len(r.app_handle) for r in rows), default=6))
+        table.add_column(
+            "handle", no_wrap=True, min_width=max((len(r.app_handle) for r in rows), default=6)
+        )
         for col in ("state", "name", "created", "note"):
             table.add_column(col, overflow="fold")
         for r in rows:
-            table.add_row(r.app_handle, Text(r.state.name,
-                                             style=render.STATE_STYLE.get(r.state, "")),
-                          r.name, render.when(r.created), r.msg)
+            table.add_row(
+                r.app_handle,
+                Text(r.state.name, style=render.STATE_STYLE.get(r.state, "")),
+                r.name,
+                render.when(r.created),
+                r.msg,
+            )
         output.rich_console().print(table)
     else:
         output.emit(render.list_text(rows))

@@ -28,8 +28,13 @@ def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
     for col in ("replica", "state", "exit", "restarts", "host"):
         table.add_column(col)
     for name, state, code, restarts, host in render.replica_rows(st):
-        table.add_row(name, Text(state, style=render.STATE_STYLE.get(AppState[state], "")),
-                      code, restarts, host)
+        table.add_row(
+            name,
+            Text(state, style=render.STATE_STYLE.get(AppState[state], "")),
+            code,
+            restarts,
+            host,
+        )
     parts: list[Any] = [head]
     if st.msg:
         parts.append(Text(st.msg, style="dim"))
@@ -41,15 +46,20 @@ def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
     return Group(*parts)
 
 
-def watch(handle: str, describe: Callable[[], DescribeAppResponse], interval: float = 0.2
-          ) -> DescribeAppResponse:
+def watch(
+    handle: str, describe: Callable[[], DescribeAppResponse], interval: float = 0.2
+) -> DescribeAppResponse:
     """Show a live-updating status panel on stderr until the app is terminal."""
     from rich.console import Console
     from rich.live import Live
 
     resp = describe()
-    with Live(status_panel(handle, resp), console=Console(stderr=True),
-              refresh_per_second=8, transient=False) as live:
+    with Live(
+        status_panel(handle, resp),
+        console=Console(stderr=True),
+        refresh_per_second=8,
+        transient=False,
+    ) as live:
         while not resp.status.is_terminal:
             time.sleep(interval)
             resp = describe()

@@ -35,8 +35,9 @@ def parse_time(text: str | None) -> float | None:
     try:
         return _dt.datetime.fromisoformat(text.strip()).timestamp()
     except ValueError:
-        raise UsageError(f"invalid time {text!r}: use 30s, 5m, 2h, 1d, a unix time or an ISO date/time"
-                         ) from None
+        raise UsageError(
+            f"invalid time {text!r}: use 30s, 5m, 2h, 1d, a unix time or an ISO date/time"
+        ) from None
 
 
 def targets(runner: Any, target: str) -> tuple[str, list[tuple[str, int]]]:
@@ -56,8 +57,9 @@ def targets(runner: Any, target: str) -> tuple[str, list[tuple[str, int]]]:
         if t.replicas is not None:
             missing = sorted(set(t.replicas) - set(ids))
             if missing:
-                raise UsageError(f"role {role!r} has no replica {missing[0]}; it has "
-                                 f"{', '.join(map(str, ids))}")
+                raise UsageError(
+                    f"role {role!r} has no replica {missing[0]}; it has {', '.join(map(str, ids))}"
+                )
             ids = [i for i in ids if i in t.replicas]
         pairs += [(role, i) for i in ids]
     return handle, pairs
@@ -74,8 +76,9 @@ def _prefixer(pairs: list[tuple[str, int]], color: bool, raw: bool) -> dict[tupl
     return out
 
 
-def _lines(runner: Any, handle: str, pairs: list[tuple[str, int]], follow: bool,
-           **kw: Any) -> Iterator[tuple[tuple[str, int], str]]:
+def _lines(
+    runner: Any, handle: str, pairs: list[tuple[str, int]], follow: bool, **kw: Any
+) -> Iterator[tuple[tuple[str, int], str]]:
     if not follow or len(pairs) == 1:
         for p in pairs:
             for line in runner.log_lines(handle, p[0], p[1], should_tail=follow, **kw):
@@ -129,9 +132,17 @@ def copy_with_prefix(path: Any, prefix: bytes, out: Any, chunk_size: int = 4 << 
         out.write(b"\n")
 
 
-def stream_all(runner: Any, target: str, follow: bool, regex: str | None = None,
-               since: str | None = None, until: str | None = None, streams: str | None = None,
-               as_json: bool = False, raw: bool = False) -> None:
+def stream_all(
+    runner: Any,
+    target: str,
+    follow: bool,
+    regex: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    streams: str | None = None,
+    as_json: bool = False,
+    raw: bool = False,
+) -> None:
     """Print the lines of every targeted replica (following until the app ends)."""
     handle, pairs = targets(runner, target)
     color = output.stdout_is_tty() and not as_json
@@ -144,8 +155,12 @@ def stream_all(runner: Any, target: str, follow: bool, regex: str | None = None,
                 for path in files[p] or []:
                     copy_with_prefix(path, prefix[p].encode(), sys.stdout.buffer)
             return
-    kw = {"regex": regex, "since": parse_time(since), "until": parse_time(until),
-          "streams": streams}
+    kw = {
+        "regex": regex,
+        "since": parse_time(since),
+        "until": parse_time(until),
+        "streams": streams,
+    }
     write = sys.stdout.write
     for (role, replica), line in _lines(runner, handle, pairs, follow, **kw):
         if as_json:
@@ -162,13 +177,29 @@ def stream_all(runner: Any, target: str, follow: bool, regex: str | None = None,
 @click.option("--regex", default=None, help="Only lines matching this regular expression.")
 @click.option("--since", default=None, help="Only lines from this time on (30s, 5m, 2h, ISO).")
 @click.option("--until", default=None, help="Only lines up to this time (30s, 5m, 2h, ISO).")
-@click.option("--streams", type=click.Choice(["stdout", "stderr", "combined"]), default=None,
-              help="Which output stream (default: combined).")
+@click.option(
+    "--streams",
+    type=click.Choice(["stdout", "stderr", "combined"]),
+    default=None,
+    help="Which output stream (default: combined).",
+)
 @click.option("--raw", is_flag=True, help="No role/replica prefix.")
-@click.option("--json", "as_json", is_flag=True,
-              help='JSON Lines on stdout: {"role", "replica", "line"} per line.')
-def command(target: str, follow: bool, regex: str | None, since: str | None, until: str | None,
-            streams: str | None, raw: bool, as_json: bool) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='JSON Lines on stdout: {"role", "replica", "line"} per line.',
+)
+def command(
+    target: str,
+    follow: bool,
+    regex: str | None,
+    since: str | None,
+    until: str | None,
+    streams: str | None,
+    raw: bool,
+    as_json: bool,
+) -> None:
     """Print the logs of an app, each line prefixed with its role/replica."""
     from trainlaunch.cli.boundary import raise_on_sigterm
     from trainlaunch.runner import get_runner

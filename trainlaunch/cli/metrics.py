@@ -20,8 +20,9 @@ def metrics_location(resp: Any) -> str:
         settings = dict(resp.app.metadata.get("trainlaunch") or {})
     path = settings.get("metrics_path") or resp.metadata.get("settings", {}).get("metrics_path")
     if not path:
-        raise UsageError(f"app {resp.app_id} recorded no metrics path",
-                         hint="pass --path DIR_OR_GLOB")
+        raise UsageError(
+            f"app {resp.app_id} recorded no metrics path", hint="pass --path DIR_OR_GLOB"
+        )
     path = string.Template(path).safe_substitute(app_id=resp.app_id)
     return path.replace("{rank}", "*")
 
@@ -40,14 +41,21 @@ def _doc(handle: str, where: str, data: Any, metric: str | None) -> dict[str, An
     from trainlaunch import metrics_reader as mr
 
     doc: dict[str, Any] = {
-        "handle": handle, "path": where, "files": data.files,
-        "skipped_lines": data.skipped_lines, "truncated_lines": data.truncated_lines,
+        "handle": handle,
+        "path": where,
+        "files": data.files,
+        "skipped_lines": data.skipped_lines,
+        "truncated_lines": data.truncated_lines,
         "metrics": mr.metric_names(data),
         "latest": {str(rank): _finite(values) for rank, values in mr.latest_values(data).items()},
     }
     if metric:
-        doc["series"] = {metric: {str(rank): [[s, _finite(v)] for s, v in pts]
-                                  for rank, pts in mr.metric_series(data, metric).items()}}
+        doc["series"] = {
+            metric: {
+                str(rank): [[s, _finite(v)] for s, v in pts]
+                for rank, pts in mr.metric_series(data, metric).items()
+            }
+        }
     return doc
 
 
@@ -58,8 +66,10 @@ def _text(data: Any, metric: str | None) -> str:
     names = mr.metric_names(data)
     lines = ["rank\tstep\t" + "\t".join(names)]
     for rank, values in latest.items():
-        cells = [f"{values.get(n):.6g}" if isinstance(values.get(n), float)
-                 else str(values.get(n, "")) for n in names]
+        cells = [
+            f"{values.get(n):.6g}" if isinstance(values.get(n), float) else str(values.get(n, ""))
+            for n in names
+        ]
         lines.append(f"{rank}\t{values.get('step', '')}\t" + "\t".join(cells))
     if metric:
         series = mr.metric_series(data, metric)
@@ -67,8 +77,9 @@ def _text(data: Any, metric: str | None) -> str:
             raise UsageError(f"no metric {metric!r}; logged metrics: {', '.join(names)}")
         lines += ["", mr.render_chart(series, title=metric)]
     if data.truncated_lines or data.skipped_lines:
-        lines.append(f"(ignored {data.skipped_lines} unparseable and "
-                     f"{data.truncated_lines} truncated lines)")
+        lines.append(
+            f"(ignored {data.skipped_lines} unparseable and {data.truncated_lines} truncated lines)"
+        )
     return "\n".join(lines)
 
 
@@ -81,8 +92,9 @@ def _image(data: Any, metric: str, path: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("--image needs matplotlib",
-                         hint="pip install 'trainlaunch[plot]'") from None
+        raise UsageError(
+            "--image needs matplotlib", hint="pip install 'trainlaunch[plot]'"
+        ) from None
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for rank, pts in mr.metric_series(data, metric).items():
         ax.plot([s for s, _ in pts], [v for _, v in pts], label=f"rank {rank}")
@@ -97,14 +109,28 @@ def _image(data: Any, metric: str, path: str) -> None:
 @click.command("metrics")
 @click.argument("handle")
 @click.option("--metric", default=None, help="Chart this metric over steps.")
-@click.option("--path", "path_", default=None,
-              help="Read these metrics files (dir, file or glob) instead of the app's.")
+@click.option(
+    "--path",
+    "path_",
+    default=None,
+    help="Read these metrics files (dir, file or glob) instead of the app's.",
+)
 @click.option("-f", "--follow", is_flag=True, help="Refresh until the app ends.")
-@click.option("--image", default=None, metavar="FILE",
-              help="Also write a chart of --metric to FILE (png/svg/pdf; needs trainlaunch[plot]).")
+@click.option(
+    "--image",
+    default=None,
+    metavar="FILE",
+    help="Also write a chart of --metric to FILE (png/svg/pdf; needs trainlaunch[plot]).",
+)
 @output.json_option
-def command(handle: str, metric: str | None, path_: str | None, follow: bool,
-            image: str | None, as_json: bool) -> None:
+def command(
+    handle: str,
+    metric: str | None,
+    path_: str | None,
+    follow: bool,
+    image: str | None,
+    as_json: bool,
+) -> None:
     """Show the latest metric values per exporting rank, and a chart of one metric."""
     from trainlaunch import metrics_reader as mr
     from trainlaunch.handles import parse_app_handle

@@ -37,8 +37,9 @@ def stderr_is_tty() -> bool:
 
 def json_option(fn: Any) -> Any:
     """The --json flag every command has."""
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print one JSON document on stdout (stable keys).")(fn)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document on stdout (stable keys)."
+    )(fn)
 
 
 def rich_console(stderr: bool = False) -> Any:

@@ -13,9 +13,14 @@ from trainlaunch.specs import AppDef, AppState, AppStatus, ReplicaStatus
 SCHEMA_VERSION = 1
 
 STATE_STYLE = {
-    AppState.SUCCEEDED: "green", AppState.FAILED: "red", AppState.CANCELLED: "yellow",
-    AppState.RUNNING: "cyan", AppState.PENDING: "blue", AppState.SUBMITTED: "blue",
-    AppState.UNKNOWN: "magenta", AppState.UNSUBMITTED: "white",
+    AppState.SUCCEEDED: "green",
+    AppState.FAILED: "red",
+    AppState.CANCELLED: "yellow",
+    AppState.RUNNING: "cyan",
+    AppState.PENDING: "blue",
+    AppState.SUBMITTED: "blue",
+    AppState.UNKNOWN: "magenta",
+    AppState.UNSUBMITTED: "white",
 }
 
 
@@ -31,12 +36,18 @@ def status_doc(handle: str, resp: DescribeAppResponse) -> dict[str, Any]:
     st = resp.status
     failed = first_failure(st)
     return {
-        "schema": SCHEMA_VERSION, "handle": handle, "app_id": resp.app_id,
-        "name": resp.app.name if resp.app else None, "state": st.state.name,
-        "is_terminal": st.is_terminal, "exit_code": st.exit_code,
-        "num_restarts": st.num_restarts, "msg": st.msg,
+        "schema": SCHEMA_VERSION,
+        "handle": handle,
+        "app_id": resp.app_id,
+        "name": resp.app.name if resp.app else None,
+        "state": st.state.name,
+        "is_terminal": st.is_terminal,
+        "exit_code": st.exit_code,
+        "num_restarts": st.num_restarts,
+        "msg": st.msg,
         "failed_replica": f"{failed.role}/{failed.id}" if failed else None,
-        "log_dir": resp.metadata.get("log_dir"), "ui_url": st.ui_url,
+        "log_dir": resp.metadata.get("log_dir"),
+        "ui_url": st.ui_url,
         "structured_error_msg": st.structured_error_msg,
         "roles": [r.to_dict() for r in st.roles],
     }
@@ -88,14 +99,26 @@ def status_text(handle: str, resp: DescribeAppResponse) -> str:
 
 def list_doc(rows: Iterable[ListAppResponse]) -> list[dict[str, Any]]:
     """The JSON document of `list`."""
-    return [{"handle": r.app_handle, "app_id": r.app_id, "name": r.name,
-             "state": r.state.name, "created": r.created, "msg": r.msg} for r in rows]
+    return [
+        {
+            "handle": r.app_handle,
+            "app_id": r.app_id,
+            "name": r.name,
+            "state": r.state.name,
+            "created": r.created,
+            "msg": r.msg,
+        }
+        for r in rows
+    ]
 
 
 def list_text(rows: Iterable[ListAppResponse]) -> str:
     """Plain-text `list`: one app per line, tab separated (easy to cut/awk)."""
-    return "\n".join(f"{r.app_handle}\t{r.state.name}\t{r.name}\t{when(r.created)}"
-                     + (f"\t{r.msg}" if r.msg else "") for r in rows)
+    return "\n".join(
+        f"{r.app_handle}\t{r.state.name}\t{r.name}\t{when(r.created)}"
+        + (f"\t{r.msg}" if r.msg else "")
+        for r in rows
+    )
 
 
 def app_doc(app: AppDef | None, show_secrets: bool = False) -> dict[str, Any] | None:
@@ -108,12 +131,19 @@ def app_doc(app: AppDef | None, show_secrets: bool = False) -> dict[str, Any] | 
     return d
 
 
-def describe_doc(handle: str, resp: DescribeAppResponse, show_secrets: bool = False
-                 ) -> dict[str, Any]:
+def describe_doc(
+    handle: str, resp: DescribeAppResponse, show_secrets: bool = False
+) -> dict[str, Any]:
     """The JSON document of `describe`."""
-    return {"schema": SCHEMA_VERSION, "handle": handle, "app_id": resp.app_id,
-            "state": resp.status.state.name, "app": app_doc(resp.app, show_secrets),
-            "cfg": dict(resp.cfg), "metadata": _jsonable(resp.metadata)}
+    return {
+        "schema": SCHEMA_VERSION,
+        "handle": handle,
+        "app_id": resp.app_id,
+        "state": resp.status.state.name,
+        "app": app_doc(resp.app, show_secrets),
+        "cfg": dict(resp.cfg),
+        "metadata": _jsonable(resp.metadata),
+    }
 
 
 def describe_text(handle: str, resp: DescribeAppResponse, show_secrets: bool = False) -> str:
@@ -128,14 +158,17 @@ def describe_text(handle: str, resp: DescribeAppResponse, show_secrets: bool = F
             value = when(meta[key]) if key == "created" else meta[key]
             lines.append(f"  {key}: {value}")
     if resp.cfg:
-        lines.append("  cfg: " + ", ".join(f"{k}={v}" for k, v in resp.cfg.items()
-                                           if v is not None))
+        lines.append(
+            "  cfg: " + ", ".join(f"{k}={v}" for k, v in resp.cfg.items() if v is not None)
+        )
     app = resp.app
     if app is not None:
         lines.append(f"  app: {app.name}")
         for role in app.roles:
-            lines.append(f"  role {role.name}: {role.num_replicas} replica(s), "
-                         f"max_retries={role.max_retries} ({role.retry_policy.value})")
+            lines.append(
+                f"  role {role.name}: {role.num_replicas} replica(s), "
+                f"max_retries={role.max_retries} ({role.retry_policy.value})"
+            )
             lines.append(f"    entrypoint: {role.entrypoint}")
             lines.append(f"    args: {list(role.args)}")
             for k, v in sorted(redact_env(role.env, show_secrets).items()):

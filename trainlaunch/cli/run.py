@@ -9,34 +9,71 @@ import click
 from trainlaunch.cli import output
 
 
-@click.command("run", context_settings={"ignore_unknown_options": True,
-                                        "allow_interspersed_args": False})
-@click.option("-s", "--scheduler", default=None,
-              help="Backend: local (default), slurm, kubernetes.")
-@click.option("--cfg", "cfgs", multiple=True, metavar="K=V,...",
-              help="Scheduler options (see `trainlaunch runopts`); repeatable.")
-@click.option("--dryrun", is_flag=True, help="Print exactly what would be submitted; submit nothing.")
-@click.option("--wait", "wait_", is_flag=True, help="Wait for the app to end (exit code as `wait`).")
+@click.command(
+    "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "-s", "--scheduler", default=None, help="Backend: local (default), slurm, kubernetes."
+)
+@click.option(
+    "--cfg",
+    "cfgs",
+    multiple=True,
+    metavar="K=V,...",
+    help="Scheduler options (see `trainlaunch runopts`); repeatable.",
+)
+@click.option(
+    "--dryrun", is_flag=True, help="Print exactly what would be submitted; submit nothing."
+)
+@click.option(
+    "--wait", "wait_", is_flag=True, help="Wait for the app to end (exit code as `wait`)."
+)
 @click.option("--log", is_flag=True, help="Stream every replica's logs until the app ends.")
 @click.option("--seed", type=int, default=None, help="Seed injected into every rank.")
-@click.option("--export-strategy", default=None,
-              help="Which ranks export telemetry: all_ranks, single_rank, sampled, "
-                   "first_rank_per_node, or a qualified custom name (pkg:name).")
+@click.option(
+    "--export-strategy",
+    default=None,
+    help="Which ranks export telemetry: all_ranks, single_rank, sampled, "
+    "first_rank_per_node, or a qualified custom name (pkg:name).",
+)
 @click.option("--export-rank", type=int, default=None, help="Rank for single_rank (-1 = last).")
-@click.option("--export-sample-rate", type=float, default=None,
-              help="Fraction of ranks for sampled, in [0, 1].")
-@click.option("--metrics-path", default=None,
-              help="Where ranks write metrics; may contain ${app_id} and {rank}.")
+@click.option(
+    "--export-sample-rate",
+    type=float,
+    default=None,
+    help="Fraction of ranks for sampled, in [0, 1].",
+)
+@click.option(
+    "--metrics-path",
+    default=None,
+    help="Where ranks write metrics; may contain ${app_id} and {rank}.",
+)
 @click.option("--show-secrets", is_flag=True, help="Do not mask secret-looking env in --dryrun.")
-@click.option("--app-exit-code", is_flag=True,
-              help="With --wait/--log: exit with the failing replica's exit code instead of 1.")
+@click.option(
+    "--app-exit-code",
+    is_flag=True,
+    help="With --wait/--log: exit with the failing replica's exit code instead of 1.",
+)
 @output.json_option
 @click.argument("component")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(scheduler: str | None, cfgs: tuple[str, ...], dryrun: bool, wait_: bool, log: bool,
-            seed: int | None, export_strategy: str | None, export_rank: int | None,
-            export_sample_rate: float | None, metrics_path: str | None, show_secrets: bool,
-            app_exit_code: bool, as_json: bool, component: str, args: tuple[str, ...]) -> None:
+def command(
+    scheduler: str | None,
+    cfgs: tuple[str, ...],
+    dryrun: bool,
+    wait_: bool,
+    log: bool,
+    seed: int | None,
+    export_strategy: str | None,
+    export_rank: int | None,
+    export_sample_rate: float | None,
+    metrics_path: str | None,
+    show_secrets: bool,
+    app_exit_code: bool,
+    as_json: bool,
+    component: str,
+    args: tuple[str, ...],
+) -> None:
     """Run COMPONENT with ARGS; print its handle on stdout and return.
 
     COMPONENT is an installed entry point, a builtin like `utils.echo` or `dist.ddp`,
@@ -51,14 +88,22 @@ def command(scheduler: str | None, cfgs: tuple[str, ...], dryrun: bool, wait_: b
 
     config = load_config()
     sched = scheduler or config.default_scheduler()
-    cli_settings = {"seed": seed, "export_strategy": export_strategy, "export_rank": export_rank,
-                    "export_sample_rate": export_sample_rate, "metrics_path": metrics_path}
+    cli_settings = {
+        "seed": seed,
+        "export_strategy": export_strategy,
+        "export_rank": export_rank,
+        "export_sample_rate": export_sample_rate,
+        "metrics_path": metrics_path,
+    }
     rank_settings = RankSettings(**config.run_settings(cli_settings))
     runner = get_runner(component_defaults={component: config.component_defaults(component)})
     with runner:
         opts = runner.scheduler_run_opts(sched)
-        cfg: dict[str, Any] = dict(opts.resolve(config.scheduler_cfg(sched), sched)) if \
-            config.scheduler_cfg(sched) else {}
+        cfg: dict[str, Any] = (
+            dict(opts.resolve(config.scheduler_cfg(sched), sched))
+            if config.scheduler_cfg(sched)
+            else {}
+        )
         cfg = {k: v for k, v in cfg.items() if v is not None}
         for text in cfgs:
             cfg.update(opts.cfg_from_str(text, sched))
@@ -72,8 +117,9 @@ def command(scheduler: str | None, cfgs: tuple[str, ...], dryrun: bool, wait_: b
             return
         handle = runner.schedule(info)
         if as_json and not (wait_ or log):
-            output.emit_json({"handle": handle, "app_id": handle.rsplit("/", 1)[1],
-                              "scheduler": info.scheduler})
+            output.emit_json(
+                {"handle": handle, "app_id": handle.rsplit("/", 1)[1], "scheduler": info.scheduler}
+            )
         elif not as_json:
             output.emit(handle)
             sys_stdout_flush()
@@ -91,14 +137,16 @@ def sys_stdout_flush() -> None:
 def _print_dryrun(info: Any, as_json: bool, show_secrets: bool) -> None:
     from trainlaunch.redact import mask_text, redact_env, secret_values
 
-    hidden = [] if show_secrets or info.app is None else secret_values(
-        r.env for r in info.app.roles)
+    hidden = (
+        [] if show_secrets or info.app is None else secret_values(r.env for r in info.app.roles)
+    )
     if as_json:
         request = info.request
         doc: dict[str, Any] = {"scheduler": info.scheduler, "app_id": info.app_id}
         if isinstance(request, dict) and "replicas" in request:
-            doc["replicas"] = [{**r, "env": redact_env(r["env"], show_secrets)}
-                               for r in request["replicas"]]
+            doc["replicas"] = [
+                {**r, "env": redact_env(r["env"], show_secrets)} for r in request["replicas"]
+            ]
         else:
             doc["request"] = mask_text(str(info), hidden)
         output.emit_json(doc)
@@ -118,8 +166,7 @@ def _wait(runner: Any, handle: str, log: bool, as_json: bool, app_exit_code: boo
             stream_all(runner, handle, follow=True)
             resp = wait_for(runner, handle, None, live=False)
         else:
-            resp = wait_for(runner, handle, None,
-                            live=output.stderr_is_tty() and not as_json)
+            resp = wait_for(runner, handle, None, live=output.stderr_is_tty() and not as_json)
     except KeyboardInterrupt:
         output.narrate(f"interrupted: stopping {handle} ...")
         runner.cancel(handle)

@@ -15,11 +15,21 @@ def command(scheduler: str | None, as_json: bool) -> None:
     from trainlaunch.runner import get_runner
 
     with get_runner() as runner:
-        table = ({scheduler: runner.scheduler_run_opts(scheduler)} if scheduler
-                 else runner.run_opts())
-    doc = {name: {key: {"type": opt.type_name, "default": opt.default,
-                        "required": opt.is_required, "help": opt.help} for key, opt in opts}
-           for name, opts in table.items()}
+        table = (
+            {scheduler: runner.scheduler_run_opts(scheduler)} if scheduler else runner.run_opts()
+        )
+    doc = {
+        name: {
+            key: {
+                "type": opt.type_name,
+                "default": opt.default,
+                "required": opt.is_required,
+                "help": opt.help,
+            }
+            for key, opt in opts
+        }
+        for name, opts in table.items()
+    }
     if as_json:
         output.emit_json(doc)
         return

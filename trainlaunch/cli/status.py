@@ -26,4 +26,3 @@ def command(handle: str, as_json: bool) -> None:
         output.rich_console().print(status_panel(handle, resp))
     else:
         output.emit(render.status_text(handle, resp))
-

@@ -9,10 +9,17 @@ from trainlaunch.cli import output
 
 @click.command("wait")
 @click.argument("handle")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None,
-              help="Give up after this many seconds (exit 7).")
-@click.option("--app-exit-code", is_flag=True,
-              help="On failure exit with the failing replica's exit code instead of 1.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Give up after this many seconds (exit 7).",
+)
+@click.option(
+    "--app-exit-code",
+    is_flag=True,
+    help="On failure exit with the failing replica's exit code instead of 1.",
+)
 @output.json_option
 def command(handle: str, timeout: float | None, app_exit_code: bool, as_json: bool) -> None:
     """Wait for an app to end.

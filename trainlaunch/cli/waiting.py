@@ -11,8 +11,7 @@ from trainlaunch.schedulers.api import DescribeAppResponse
 from trainlaunch.specs import AppState
 
 
-def wait_for(runner: Runner, handle: str, timeout: float | None, live: bool
-             ) -> DescribeAppResponse:
+def wait_for(runner: Runner, handle: str, timeout: float | None, live: bool) -> DescribeAppResponse:
     """Poll until terminal (live rich view on a terminal); WaitTimeout after timeout."""
     if live and timeout is None:
         from trainlaunch.cli.live import watch
@@ -25,8 +24,10 @@ def wait_for(runner: Runner, handle: str, timeout: float | None, live: bool
         if resp.status.is_terminal:
             return resp
         if deadline is not None and time.monotonic() >= deadline:
-            raise WaitTimeout(f"{handle} is still {resp.status.state.name} after {timeout:g}s",
-                              hint="`trainlaunch wait` again, or `trainlaunch stop` it")
+            raise WaitTimeout(
+                f"{handle} is still {resp.status.state.name} after {timeout:g}s",
+                hint="`trainlaunch wait` again, or `trainlaunch stop` it",
+            )
         time.sleep(interval)
         interval = min(interval * 1.5, 0.1)  # a local status read costs ~1 ms
 
@@ -43,11 +44,15 @@ def finish(handle: str, resp: DescribeAppResponse, as_json: bool, app_exit_code:
     failed = render.first_failure(st)
     detail = f"\n{failed.message}" if failed and failed.message and not as_json else ""
     if st.state == AppState.CANCELLED:
-        raise AppFailed(f"{handle} CANCELLED{(': ' + st.msg) if st.msg else ''}",
-                        exit_code=ExitCode.CANCELLED)
+        raise AppFailed(
+            f"{handle} CANCELLED{(': ' + st.msg) if st.msg else ''}", exit_code=ExitCode.CANCELLED
+        )
     code = int(ExitCode.APP_FAILED)
     if app_exit_code and st.exit_code:
         code = st.exit_code
     where = f" ({failed.role}/{failed.id}, exit {st.exit_code})" if failed else ""
-    raise AppFailed(f"{handle} {st.state.name}{where}{detail}", exit_code=code,
-                    hint=f"trainlaunch logs {handle}")
+    raise AppFailed(
+        f"{handle} {st.state.name}{where}{detail}",
+        exit_code=code,
+        hint=f"trainlaunch logs {handle}",
+    )

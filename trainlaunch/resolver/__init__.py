@@ -28,9 +28,9 @@ from trainlaunch.resolver.finder import ENTRY_POINT_GROUP, list_components, reso
 def find_component(name: str, cwd: str | None = None) -> Component:
     """Resolve a component name (see module docs for the forms and their order)."""
     fn, origin = resolve(name, cwd)
-    return Component(name=name, fn=fn, description=first_line(inspect.getdoc(inspect.unwrap(fn))),
-                     origin=origin)
+    return Component(
+        name=name, fn=fn, description=first_line(inspect.getdoc(inspect.unwrap(fn))), origin=origin
+    )
 
 
-__all__ = ["ENTRY_POINT_GROUP", "Component", "HelpRequested", "find_component",
-           "list_components"]
+__all__ = ["ENTRY_POINT_GROUP", "Component", "HelpRequested", "find_component", "list_components"]

@@ -40,7 +40,7 @@ def parse_argv(spec: Spec, argv: Sequence[str]) -> Parsed:
     while i < len(argv):
         tok = argv[i]
         if tok == "--":
-            rest = argv[i + 1:]
+            rest = argv[i + 1 :]
             break
         if tok in HELP_FLAGS:
             return Parsed({}, None, help=True)
@@ -65,8 +65,10 @@ def parse_argv(spec: Spec, argv: Sequence[str]) -> Parsed:
             elif i + 1 < len(argv):
                 raw, i = argv[i + 1], i + 2
             else:
-                raise ComponentError(f"option {name} needs a value ({opt.info.metavar})",
-                                     hint=f"trainlaunch run {spec.component} --help")
+                raise ComponentError(
+                    f"option {name} needs a value ({opt.info.metavar})",
+                    hint=f"trainlaunch run {spec.component} --help",
+                )
             value = _convert(spec, opt, name, raw, values.get(opt.param))
         if opt.param in values and not opt.info.accumulates:
             raise ComponentError(f"option {opt.flag} given more than once")
@@ -78,8 +80,9 @@ def _convert(spec: Spec, opt: Option, name: str, raw: str, acc: Any) -> Any:
     try:
         return opt.info.from_text(raw, acc)
     except ValueError as e:
-        raise ComponentError(f"bad value for {name} of component {spec.component!r}: {e}",
-                             hint=_help_hint(spec)) from None
+        raise ComponentError(
+            f"bad value for {name} of component {spec.component!r}: {e}", hint=_help_hint(spec)
+        ) from None
 
 
 def _positional(spec: Spec, rest: list[str] | None) -> list[Any] | None:
@@ -96,19 +99,23 @@ def _positional(spec: Spec, rest: list[str] | None) -> list[Any] | None:
     try:
         return [va.item.parse(x) for x in rest]
     except ValueError as e:
-        raise ComponentError(f"bad value for *{va.param} of component {spec.component!r}: "
-                             f"{e}") from None
+        raise ComponentError(
+            f"bad value for *{va.param} of component {spec.component!r}: {e}"
+        ) from None
 
 
 def _unknown(spec: Spec, name: str) -> ComponentError:
     close = difflib.get_close_matches(name, list(spec.lookup), n=1)
-    hint = f"did you mean {close[0]}? " if close else (
-        "options of `trainlaunch run` itself go before the component name; ")
+    hint = (
+        f"did you mean {close[0]}? "
+        if close
+        else ("options of `trainlaunch run` itself go before the component name; ")
+    )
     if spec.varargs is not None and not close:
-        hint = ("arguments meant for the program (e.g. the training script) go after `--`; "
-                + hint)
-    return ComponentError(f"unknown option {name} for component {spec.component!r}",
-                          hint=hint + _help_hint(spec))
+        hint = "arguments meant for the program (e.g. the training script) go after `--`; " + hint
+    return ComponentError(
+        f"unknown option {name} for component {spec.component!r}", hint=hint + _help_hint(spec)
+    )
 
 
 def _help_hint(spec: Spec) -> str:
@@ -124,8 +131,10 @@ def _lookup_key(spec: Spec, key: str, source: str) -> Option | VarArgs:
     entry = spec.lookup.get("--" + bare) or spec.lookup.get("-" + bare)
     if entry is None or entry[1]:
         valid = ", ".join(o.param for o in spec.options)
-        raise ComponentError(f"{source} sets unknown option {key!r} for component "
-                             f"{spec.component!r}", hint=f"its options: {valid}")
+        raise ComponentError(
+            f"{source} sets unknown option {key!r} for component {spec.component!r}",
+            hint=f"its options: {valid}",
+        )
     return entry[0]
 
 
@@ -139,18 +148,21 @@ def parse_mapping(spec: Spec, kwargs: Mapping[str, Any]) -> Parsed:
             varargs = _config_varargs(spec, target, value, "argument")
             continue
         if target.param in values:
-            raise ComponentError(f"{target.param!r} of component {spec.component!r} given "
-                                 "twice (under two names)")
+            raise ComponentError(
+                f"{target.param!r} of component {spec.component!r} given twice (under two names)"
+            )
         try:
             values[target.param] = target.info.from_config(value)
         except ValueError as e:
-            raise ComponentError(f"bad value {key}={value!r} for component "
-                                 f"{spec.component!r}: {e}") from None
+            raise ComponentError(
+                f"bad value {key}={value!r} for component {spec.component!r}: {e}"
+            ) from None
     return Parsed(values, varargs)
 
 
-def resolve_values(spec: Spec, parsed: Parsed,
-                   defaults: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[Any] | None]:
+def resolve_values(
+    spec: Spec, parsed: Parsed, defaults: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], list[Any] | None]:
     """Command-line values, then config defaults for what was not given; check required."""
     values = dict(parsed.values)
     varargs = parsed.varargs
@@ -162,16 +174,19 @@ def resolve_values(spec: Spec, parsed: Parsed,
                 varargs = _config_varargs(spec, target, value, "config default")
             continue
         if target.param in from_config:
-            raise ComponentError(f"config sets {target.param!r} of component "
-                                 f"{spec.component!r} twice (under two names)")
+            raise ComponentError(
+                f"config sets {target.param!r} of component "
+                f"{spec.component!r} twice (under two names)"
+            )
         from_config.add(target.param)
         if target.param in values:
             continue  # an explicit command-line value always wins over config (TorchX #1389)
         try:
             values[target.param] = target.info.from_config(value)
         except ValueError as e:
-            raise ComponentError(f"bad config default {key} = {value!r} for component "
-                                 f"{spec.component!r}: {e}") from None
+            raise ComponentError(
+                f"bad config default {key} = {value!r} for component {spec.component!r}: {e}"
+            ) from None
     missing = [o.flag for o in spec.options if o.required and o.param not in values]
     if missing:
         raise ComponentError(
@@ -188,12 +203,14 @@ def _config_varargs(spec: Spec, va: VarArgs, value: Any, what: str) -> list[Any]
             raise ValueError(f"expected a list, got {value!r}")
         return [va.item.accept(x) for x in items]
     except ValueError as e:
-        raise ComponentError(f"bad {what} {va.param} for component {spec.component!r}: "
-                             f"{e}") from None
+        raise ComponentError(
+            f"bad {what} {va.param} for component {spec.component!r}: {e}"
+        ) from None
 
 
-def call(spec: Spec, fn: Callable[..., Any], values: Mapping[str, Any],
-         varargs: Sequence[Any] | None) -> Any:
+def call(
+    spec: Spec, fn: Callable[..., Any], values: Mapping[str, Any], varargs: Sequence[Any] | None
+) -> Any:
     """Call fn: parameters before ``*args`` positionally (Python requires it), the rest by name."""
     has_varargs = spec.varargs is not None
     args: list[Any] = []

@@ -44,8 +44,7 @@ class Component:
         """The full ``trainlaunch run NAME --help`` text."""
         return render_help(self.spec())
 
-    def materialize(self, argv: Sequence[str],
-                    defaults: Mapping[str, Any] | None = None) -> AppDef:
+    def materialize(self, argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> AppDef:
         """Parse argv, fill what it leaves out from defaults (config), call, check the AppDef."""
         spec = self.spec()
         parsed = parse_argv(spec, argv)
@@ -53,8 +52,7 @@ class Component:
             raise HelpRequested(render_help(spec))
         return self._build(spec, parsed, defaults)
 
-    def call(self, kwargs: Mapping[str, Any],
-             defaults: Mapping[str, Any] | None = None) -> AppDef:
+    def call(self, kwargs: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> AppDef:
         """Programmatic use: values by parameter name (checked like config), then defaults."""
         spec = self.spec()
         return self._build(spec, parse_mapping(spec, kwargs), defaults)
@@ -67,8 +65,10 @@ class Component:
             raise ComponentError(f"component {self.name!r}: {e.message}", hint=e.hint) from e
         except (Exception, SystemExit) as e:  # the component's own code: a user error, not ours
             msg = (str(e).strip().splitlines() or [""])[0]
-            raise ComponentError(f"component {self.name!r} raised {type(e).__name__}: {msg}",
-                                 hint="rerun with --debug for the traceback") from e
+            raise ComponentError(
+                f"component {self.name!r} raised {type(e).__name__}: {msg}",
+                hint="rerun with --debug for the traceback",
+            ) from e
         if not isinstance(app, AppDef):
             shown = repr(app)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."

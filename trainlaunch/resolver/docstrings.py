@@ -8,8 +8,7 @@ _SECTION = re.compile(
     r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Returns?|Yields?|"
     r"Raises|Examples?|Notes?|Attributes|See Also|Todo|Warnings?)\s*:\s*$"
 )
-_PARAM_SECTIONS = {"Args", "Arguments", "Parameters", "Params", "Keyword Args",
-                   "Keyword Arguments"}
+_PARAM_SECTIONS = {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
 _ENTRY = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(\([^)]*\))?\s*:\s*(?P<text>.*)$")
 
 

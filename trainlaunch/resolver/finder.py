@@ -32,8 +32,10 @@ from trainlaunch.resolver.docstrings import first_line
 
 ENTRY_POINT_GROUP = "trainlaunch.components"
 BUILTIN_PACKAGE = "components"
-_FORMS = ("components are named 'module.function' (builtin, e.g. utils.echo), 'pkg.mod.fn' or "
-          "'pkg.mod:fn' (importable), or 'path/to/file.py:fn'")
+_FORMS = (
+    "components are named 'module.function' (builtin, e.g. utils.echo), 'pkg.mod.fn' or "
+    "'pkg.mod:fn' (importable), or 'path/to/file.py:fn'"
+)
 
 
 def builtin_dir() -> Path:
@@ -68,7 +70,8 @@ def _scan_builtin(path: Path) -> dict[str, str]:
         _SCANNED[key] = {
             f"{path.stem}.{node.name}": first_line(ast.get_docstring(node))
             for node in tree.body
-            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+            if isinstance(node, ast.FunctionDef)
+            and not node.name.startswith("_")
             and _returns_appdef(node)
         }
     return _SCANNED[key]
@@ -108,14 +111,18 @@ def resolve(name: str, cwd: str | None = None) -> tuple[Callable[..., Any], str]
     if ":" in name:
         target, _, attr = name.rpartition(":")
         if not attr or not target:
-            raise ComponentError(f"bad component name {name!r}: expected 'module:function' or "
-                                 "'path/to/file.py:function'")
+            raise ComponentError(
+                f"bad component name {name!r}: expected 'module:function' or "
+                "'path/to/file.py:function'"
+            )
         if target.endswith(".py") or "/" in target or os.sep in target:
             return _from_file(name, target, attr, cwd)
         module = _import(name, target, cwd)
         if module is None:
-            raise ComponentError(f"no module named {target!r} (component {name!r})",
-                                 hint="is its package installed or on PYTHONPATH?")
+            raise ComponentError(
+                f"no module named {target!r} (component {name!r})",
+                hint="is its package installed or on PYTHONPATH?",
+            )
         return _function(name, module, attr), f"module {target}"
     builtins = builtin_components()
     if name in builtins:  # before entry points: they can never hide a builtin, and it is faster
@@ -138,8 +145,10 @@ def _not_found(name: str, builtins: dict[str, str], eps: dict[str, Any]) -> Comp
     if close:
         hint = "did you mean " + " or ".join(repr(c) for c in close[:2]) + "?"
     elif name.endswith(".py"):
-        hint = (f"a file component names its function ('{name}:FUNCTION'); to run a script: "
-                f"trainlaunch run utils.python {name}")
+        hint = (
+            f"a file component names its function ('{name}:FUNCTION'); to run a script: "
+            f"trainlaunch run utils.python {name}"
+        )
     else:
         hint = _FORMS
     return ComponentError(f"no component named {name!r}", hint=hint)
@@ -173,9 +182,11 @@ def _check_builtin_package() -> None:
 
 
 def _shadowed(where: str) -> ComponentError:
-    return ComponentError(f"another 'components' package ({where}) shadows trainlaunch's "
-                          f"builtin components ({builtin_dir()})",
-                          hint="rename that package, or run trainlaunch from another directory")
+    return ComponentError(
+        f"another 'components' package ({where}) shadows trainlaunch's "
+        f"builtin components ({builtin_dir()})",
+        hint="rename that package, or run trainlaunch from another directory",
+    )
 
 
 def _from_entry_point(name: str, ep: importlib.metadata.EntryPoint) -> Callable[..., Any]:
@@ -278,22 +289,33 @@ def _load_failed(what: str, e: BaseException) -> ComponentError:
     """One line: what failed, the exception type and message, and where it was raised."""
     msg = (str(e).strip().splitlines() or [""])[0]
     where = ""
-    frames = [f for f in traceback.extract_tb(e.__traceback__)
-              if not f.filename.startswith("<frozen") and "importlib" not in f.filename]
+    frames = [
+        f
+        for f in traceback.extract_tb(e.__traceback__)
+        if not f.filename.startswith("<frozen") and "importlib" not in f.filename
+    ]
     if frames and not isinstance(e, SyntaxError):  # SyntaxError's message carries its line
         where = f" ({frames[-1].filename}:{frames[-1].lineno})"
-    return ComponentError(f"loading {what} failed: {type(e).__name__}: {msg}{where}",
-                          hint="rerun with --debug for the traceback")
+    return ComponentError(
+        f"loading {what} failed: {type(e).__name__}: {msg}{where}",
+        hint="rerun with --debug for the traceback",
+    )
 
 
 def _function(name: str, module: ModuleType, attr: str, label: str = "") -> Callable[..., Any]:
     obj = getattr(module, attr, None)
     if obj is None:
-        candidates = [k for k, v in vars(module).items()
-                      if callable(v) and not k.startswith("_") and not isinstance(v, type)]
+        candidates = [
+            k
+            for k, v in vars(module).items()
+            if callable(v) and not k.startswith("_") and not isinstance(v, type)
+        ]
         close = difflib.get_close_matches(attr, candidates, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else (
-            f"functions there: {', '.join(sorted(candidates)[:12])}" if candidates else None)
+        hint = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else (f"functions there: {', '.join(sorted(candidates)[:12])}" if candidates else None)
+        )
         label = label or f"module {module.__name__!r}"
         raise ComponentError(f"{label} has no function {attr!r} (component {name!r})", hint=hint)
     return _check_callable(name, obj)

@@ -21,7 +21,8 @@ def render_help(spec: Spec) -> str:
     if va is not None:
         out.append("positional arguments:")
         text = (va.help + " " if va.help else "") + (
-            "(the first positional argument and everything after it, or everything after --)")
+            "(the first positional argument and everything after it, or everything after --)"
+        )
         out += _entry(f"{va.param.upper()} ...", text)
         out.append("")
     out.append("options:")
@@ -39,8 +40,13 @@ def _usage(spec: Spec) -> str:
         parts.append("[options]")
     if spec.varargs is not None:
         parts.append(f"[--] [{spec.varargs.param.upper()} ...]")
-    return textwrap.fill(" ".join(parts), WIDTH, initial_indent="usage: ",
-                         subsequent_indent=" " * 7, break_on_hyphens=False)
+    return textwrap.fill(
+        " ".join(parts),
+        WIDTH,
+        initial_indent="usage: ",
+        subsequent_indent=" " * 7,
+        break_on_hyphens=False,
+    )
 
 
 def _names(opt: Option) -> str:
@@ -91,10 +97,16 @@ def _entry(names: str, text: str) -> list[str]:
     if not text:
         return [lead]
     if len(lead) < COLUMN - 1:
-        return textwrap.wrap(text, WIDTH, initial_indent=lead.ljust(COLUMN),
-                             subsequent_indent=indent, break_on_hyphens=False)
-    return [lead] + textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent,
-                                  break_on_hyphens=False)
+        return textwrap.wrap(
+            text,
+            WIDTH,
+            initial_indent=lead.ljust(COLUMN),
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
+    return [lead] + textwrap.wrap(
+        text, WIDTH, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+    )
 
 
 def _footer(spec: Spec) -> str:

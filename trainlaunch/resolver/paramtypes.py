@@ -281,5 +281,7 @@ def type_name(tp: Any) -> str:
     return repr(tp).replace("typing.", "")
 
 
-SUPPORTED = ("str, int, float, bool, Literal[...], Enum, Optional[T] / T | None, list[T], "
-             "tuple[T, ...], dict[K, V] (T, K, V scalar)")
+SUPPORTED = (
+    "str, int, float, bool, Literal[...], Enum, Optional[T] / T | None, list[T], "
+    "tuple[T, ...], dict[K, V] (T, K, V scalar)"
+)

@@ -98,12 +98,15 @@ def build_spec(component: str, fn: Callable[..., Any]) -> Spec:
                 hint="declare each option as its own parameter",
             )
         if p.kind is _P.VAR_POSITIONAL:
-            varargs = VarArgs(p.name, _vararg_item(component, p.name, ann),
-                              doc_params.get(p.name, ""))
+            varargs = VarArgs(
+                p.name, _vararg_item(component, p.name, ann), doc_params.get(p.name, "")
+            )
             continue
         if p.name == "help":
-            raise ComponentError(f"component {component!r}: a parameter named 'help' clashes "
-                                 "with --help", hint="rename the parameter")
+            raise ComponentError(
+                f"component {component!r}: a parameter named 'help' clashes with --help",
+                hint="rename the parameter",
+            )
         options.append(_option(component, p, ann, doc_params.get(p.name, "")))
     for opt in options:  # negations first, so a real parameter named no_x keeps --no-x
         if opt.info.kind == "flag":
@@ -124,8 +127,10 @@ def _hints(component: str, target: Any) -> dict[str, Any]:
     except TypeError:
         return {}  # not a plain function (a callable object): fall back to raw annotations
     except Exception as e:  # a NameError from a forward reference, a bad annotation, ...
-        raise ComponentError(f"component {component!r}: cannot evaluate its type annotations: "
-                             f"{type(e).__name__}: {e}") from e
+        raise ComponentError(
+            f"component {component!r}: cannot evaluate its type annotations: "
+            f"{type(e).__name__}: {e}"
+        ) from e
 
 
 def _infer(p: inspect.Parameter) -> Any:
@@ -158,8 +163,10 @@ def _vararg_item(component: str, param: str, ann: Any) -> Scalar:
     try:
         return scalar_for(ann)
     except Unsupported:
-        raise ComponentError(f"component {component!r}: *{param} has unsupported type "
-                             f"{type_name(ann)}", hint="use str, int or float") from None
+        raise ComponentError(
+            f"component {component!r}: *{param} has unsupported type {type_name(ann)}",
+            hint="use str, int or float",
+        ) from None
 
 
 def _long_names(name: str) -> list[str]:
@@ -173,8 +180,9 @@ def _spellings(name: str) -> list[str]:
     return out
 
 
-def _add_aliases(component: str, target: Any, options: list[Option],
-                 lookup: dict[str, tuple[Option, bool]]) -> list[Option]:
+def _add_aliases(
+    component: str, target: Any, options: list[Option], lookup: dict[str, tuple[Option, bool]]
+) -> list[Option]:
     """Apply the module's ALIASES (extra option name -> parameter name)."""
     module = sys.modules.get(getattr(target, "__module__", "") or "")
     aliases = getattr(module, "ALIASES", None)
@@ -189,11 +197,14 @@ def _add_aliases(component: str, target: Any, options: list[Option],
         for spelling in _spellings(alias) if alias != "h" else []:
             owner = lookup.get(spelling)
             if owner is not None and owner[0].param != param:
-                raise ComponentError(f"component {component!r}: alias {spelling} for "
-                                     f"{param!r} clashes with {owner[0].flag}")
+                raise ComponentError(
+                    f"component {component!r}: alias {spelling} for "
+                    f"{param!r} clashes with {owner[0].flag}"
+                )
             lookup[spelling] = (by_param[param], False)
-        extra.setdefault(param, []).append(("-" if len(alias) == 1 else "--")
-                                           + alias.replace("_", "-"))
+        extra.setdefault(param, []).append(
+            ("-" if len(alias) == 1 else "--") + alias.replace("_", "-")
+        )
     if not extra:
         return options
     out = []

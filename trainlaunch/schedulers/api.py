@@ -111,8 +111,9 @@ class Scheduler(abc.ABC):
         """
         raise NotImplementedError(f"{self.backend} does not support logs")
 
-    def log_files(self, app_id: str, role_name: str, k: int = 0,
-                  streams: Stream | None = None) -> builtins.list[Path] | None:
+    def log_files(
+        self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
+    ) -> builtins.list[Path] | None:
         """Local files holding replica k's whole log, when the backend has them (fast path)."""
         return None
 

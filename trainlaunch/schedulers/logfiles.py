@@ -60,8 +60,9 @@ def time_span(timeline: Path, stream: str, since: float | None, until: float | N
     return (start, end)
 
 
-def read_lines(files: Sequence[Path], regex: str | None = None,
-               spans: Sequence[Span] | None = None) -> Iterator[str]:
+def read_lines(
+    files: Sequence[Path], regex: str | None = None, spans: Sequence[Span] | None = None
+) -> Iterator[str]:
     """Every line of each existing file in turn (no trailing newline), within its span."""
     keep = _matcher(regex)
     for n, path in enumerate(files):
@@ -84,8 +85,12 @@ def read_lines(files: Sequence[Path], regex: str | None = None,
                 yield line
 
 
-def follow_lines(files: Sequence[Path], regex: str | None, finished: Callable[[], bool],
-                 starts: Sequence[int] | None = None) -> Iterator[str]:
+def follow_lines(
+    files: Sequence[Path],
+    regex: str | None,
+    finished: Callable[[], bool],
+    starts: Sequence[int] | None = None,
+) -> Iterator[str]:
     """Yield complete lines as they are appended; end once finished() and fully drained."""
     keep = _matcher(regex)
     handles: dict[Path, object] = {}

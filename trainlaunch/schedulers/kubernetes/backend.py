@@ -79,8 +79,13 @@ class KubernetesScheduler(Scheduler):
     backend = BACKEND
     poll_interval = 1.0  # seconds between looks while a followed log waits for its pod
 
-    def __init__(self, session_name: str, context: str | None = None,
-                 kubeconfig: str | None = None, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        session_name: str,
+        context: str | None = None,
+        kubeconfig: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
         super().__init__(session_name)
         self.context, self.kubeconfig, self.namespace = context, kubeconfig, namespace
         self._apis: dict[tuple[str | None, str | None], KubeApi] = {}
@@ -88,25 +93,42 @@ class KubernetesScheduler(Scheduler):
     def run_opts(self) -> runopts:
         """namespace, context, kubeconfig, server_version and what goes into the pods."""
         o = runopts()
-        o.add("namespace", str, "namespace of the app (default: the kube context's, else 'default')")
+        o.add(
+            "namespace", str, "namespace of the app (default: the kube context's, else 'default')"
+        )
         o.add("context", str, "kubeconfig context (default: the current context)")
-        o.add("kubeconfig", str, "kubeconfig file (default: $KUBECONFIG or ~/.kube/config; "
-              "inside a pod: its service account)")
-        o.add("server_version", str, "oldest Kubernetes version to render for; 1.29+ adds "
-              "podReplacementPolicy and per-replica retries (retry_policy REPLICA)",
-              default=f"{OLDEST_VERSION[0]}.{OLDEST_VERSION[1]}")
+        o.add(
+            "kubeconfig",
+            str,
+            "kubeconfig file (default: $KUBECONFIG or ~/.kube/config; "
+            "inside a pod: its service account)",
+        )
+        o.add(
+            "server_version",
+            str,
+            "oldest Kubernetes version to render for; 1.29+ adds "
+            "podReplacementPolicy and per-replica retries (retry_policy REPLICA)",
+            default=f"{OLDEST_VERSION[0]}.{OLDEST_VERSION[1]}",
+        )
         o.add("service_account", str, "service account the pods run as")
         o.add("priority_class", str, "priorityClassName of the pods")
-        o.add("node_selector", dict, "node labels the pods need, e.g. "
-              "node.kubernetes.io/instance-type:p4d.24xlarge")
+        o.add(
+            "node_selector",
+            dict,
+            "node labels the pods need, e.g. node.kubernetes.io/instance-type:p4d.24xlarge",
+        )
         o.add("tolerations", list, "taints the pods tolerate: key[=value][:Effect]")
         o.add("labels", dict, "extra labels on Jobs, Services and pods")
         o.add("annotations", dict, "extra annotations on Jobs and pods")
         o.add("image_pull_secrets", list, "secrets to pull the image with")
         o.add("image_pull_policy", str, "Always, IfNotPresent or Never (default: the cluster's)")
         o.add("shm_size", str, "size limit of the memory-backed /dev/shm, e.g. 16Gi")
-        o.add("rdzv_port", int, f"port rank 0 listens on ({settings.RDZV_PORT})",
-              default=DEFAULT_RDZV_PORT)
+        o.add(
+            "rdzv_port",
+            int,
+            f"port rank 0 listens on ({settings.RDZV_PORT})",
+            default=DEFAULT_RDZV_PORT,
+        )
         return o
 
     # -- submission ------------------------------------------------------------------------------
@@ -120,18 +142,28 @@ class KubernetesScheduler(Scheduler):
             raise UsageError(f"namespace {namespace!r} is not a valid Kubernetes namespace")
         for role in app.roles:
             if not role.image:
-                raise UsageError(f"role {role.name!r} has no image; Kubernetes runs containers",
-                                 hint="give the component an image (e.g. --image)")
+                raise UsageError(
+                    f"role {role.name!r} has no image; Kubernetes runs containers",
+                    hint="give the component an image (e.g. --image)",
+                )
         name = app_name(app.name, "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5)))
         docs = render_app(app, name, self.session_name, RenderOptions.from_cfg(cfg, namespace))
         problems = check_manifests(docs)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise UsageError(f"cannot run {app.name!r} on Kubernetes: {problems[0]}{more}",
-                             hint="; ".join(problems[1:4]) or None)
+            raise UsageError(
+                f"cannot run {app.name!r} on Kubernetes: {problems[0]}{more}",
+                hint="; ".join(problems[1:4]) or None,
+            )
         request = KubernetesRequest(namespace, name, tuple(docs), context, kubeconfig)
-        return AppDryRunInfo(request, fmt=lambda r: to_yaml(list(r.resources)), app=app,
-                             cfg=dict(cfg), scheduler=BACKEND, app_id=request.app_id)
+        return AppDryRunInfo(
+            request,
+            fmt=lambda r: to_yaml(list(r.resources)),
+            app=app,
+            cfg=dict(cfg),
+            scheduler=BACKEND,
+            app_id=request.app_id,
+        )
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Create each role's Job, then its Service (owned by the Job); undo on failure."""
@@ -148,8 +180,16 @@ class KubernetesScheduler(Scheduler):
                 created.append((doc["kind"], doc["metadata"]["name"]))
                 if doc["kind"] == "Job":
                     meta = stored.get("metadata") or {}
-                    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": meta.get("name"),
-                             "uid": meta.get("uid")} if meta.get("uid") else {}
+                    owner = (
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": meta.get("name"),
+                            "uid": meta.get("uid"),
+                        }
+                        if meta.get("uid")
+                        else {}
+                    )
         except SchedulerError:
             for kind, name in reversed(created):  # leave nothing half-submitted behind
                 with contextlib.suppress(SchedulerError):  # the first error is the one to report
@@ -169,18 +209,28 @@ class KubernetesScheduler(Scheduler):
             stopped = _tombstone(ns, name)
             if stopped is None:
                 raise
-            return DescribeAppResponse(app_id=app_id, status=AppStatus(
-                state=AppState.CANCELLED, msg="stopped by `trainlaunch stop`; its Jobs, pods "
-                "and Services were deleted"), metadata={"namespace": ns, **stopped})
+            return DescribeAppResponse(
+                app_id=app_id,
+                status=AppStatus(
+                    state=AppState.CANCELLED,
+                    msg="stopped by `trainlaunch stop`; its Jobs, pods and Services were deleted",
+                ),
+                metadata={"namespace": ns, **stopped},
+            )
         pods = api.list("Pod", ns, f"{LABEL_APP}={name}")
         roles = [role_from_job(j) for j in sorted(jobs, key=st.role_index)]
         app = None
         if roles and all(roles):
             app = AppDef(_ann(jobs[0], ANN_APP_NAME) or name, tuple(r for r in roles if r))
         return DescribeAppResponse(
-            app_id=app_id, status=st.app_status(jobs, pods), app=app,
-            metadata={"namespace": ns, "jobs": sorted(j["metadata"]["name"] for j in jobs),
-                      "context": self.context or ""},
+            app_id=app_id,
+            status=st.app_status(jobs, pods),
+            app=app,
+            metadata={
+                "namespace": ns,
+                "jobs": sorted(j["metadata"]["name"] for j in jobs),
+                "context": self.context or "",
+            },
         )
 
     def list(self) -> list[ListAppResponse]:
@@ -196,19 +246,30 @@ class KubernetesScheduler(Scheduler):
             labels = jobs[0]["metadata"].get("labels") or {}
             app_id = f"{ns}:{name}"
             created = [c for c in (st.created(j) for j in jobs) if c is not None]
-            rows.append(ListAppResponse(
-                app_id=app_id, state=st.combine(st.list_state(j) for j in jobs),
-                app_handle=make_app_handle(BACKEND, labels.get(LABEL_SESSION) or self.session_name,
-                                           app_id),
-                name=_ann(jobs[0], ANN_APP_NAME) or name, created=min(created, default=None)))
+            rows.append(
+                ListAppResponse(
+                    app_id=app_id,
+                    state=st.combine(st.list_state(j) for j in jobs),
+                    app_handle=make_app_handle(
+                        BACKEND, labels.get(LABEL_SESSION) or self.session_name, app_id
+                    ),
+                    name=_ann(jobs[0], ANN_APP_NAME) or name,
+                    created=min(created, default=None),
+                )
+            )
         seen = {r.app_id for r in rows}
         for rec in _tombstones(ns):
             app_id = f"{ns}:{rec['name']}"
             if app_id not in seen:
-                rows.append(ListAppResponse(
-                    app_id=app_id, state=AppState.CANCELLED,
-                    app_handle=make_app_handle(BACKEND, self.session_name, app_id),
-                    name=rec["name"], created=rec.get("stopped")))
+                rows.append(
+                    ListAppResponse(
+                        app_id=app_id,
+                        state=AppState.CANCELLED,
+                        app_handle=make_app_handle(BACKEND, self.session_name, app_id),
+                        name=rec["name"],
+                        created=rec.get("stopped"),
+                    )
+                )
         return sorted(rows, key=lambda r: (r.created or 0.0, r.app_id))
 
     def cancel(self, app_id: str) -> None:
@@ -224,18 +285,31 @@ class KubernetesScheduler(Scheduler):
                 return  # stopped before: stopping again is not an error
             raise self._not_found(app_id)
         # the Jobs are gone: remember the stop so status/list still say CANCELLED
-        store.write_json(_tombstone_dir() / f"{ns}_{name}.json",
-                         {"namespace": ns, "name": name, "stopped": time.time()})
+        store.write_json(
+            _tombstone_dir() / f"{ns}_{name}.json",
+            {"namespace": ns, "name": name, "stopped": time.time()},
+        )
 
     # -- logs ------------------------------------------------------------------------------------
 
-    def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: str | None = None,
-                 since: float | None = None, until: float | None = None,
-                 should_tail: bool = False, streams: Stream | None = None) -> Iterator[str]:
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterator[str]:
         """Lines of replica k (the pod with completion index k), one line per item."""
         if streams not in (None, Stream.COMBINED):
-            raise UsageError("Kubernetes keeps one combined log per container: stdout and "
-                             "stderr cannot be read apart", hint="use --streams combined")
+            raise UsageError(
+                "Kubernetes keeps one combined log per container: stdout and "
+                "stderr cannot be read apart",
+                hint="use --streams combined",
+            )
         ns, name = parse_app_id(app_id)
         api = self._api()
         job = self._role_job(api, ns, name, app_id, role_name)
@@ -270,8 +344,9 @@ class KubernetesScheduler(Scheduler):
             raise self._not_found(app_id)
         return jobs
 
-    def _role_job(self, api: KubeApi, ns: str, name: str, app_id: str,
-                  role_name: str) -> dict[str, Any]:
+    def _role_job(
+        self, api: KubeApi, ns: str, name: str, app_id: str, role_name: str
+    ) -> dict[str, Any]:
         jobs = self._jobs(api, ns, name, app_id)
         for job in jobs:
             if st.job_role_name(job) == role_name:
@@ -281,9 +356,11 @@ class KubernetesScheduler(Scheduler):
 
     def _not_found(self, app_id: str) -> AppNotFound:
         where = f"kube context {self.context!r}" if self.context else "the current kube context"
-        return AppNotFound(f"no kubernetes app {app_id} in {where}",
-                           hint="it may have been stopped or deleted; `trainlaunch list` shows "
-                                "what exists (--cfg context=... for another cluster)")
+        return AppNotFound(
+            f"no kubernetes app {app_id} in {where}",
+            hint="it may have been stopped or deleted; `trainlaunch list` shows "
+            "what exists (--cfg context=... for another cluster)",
+        )
 
     def close(self) -> None:
         """Close the HTTP pools."""
@@ -318,6 +395,8 @@ def create_scheduler(session_name: str, **params: Any) -> KubernetesScheduler:
     """The registry's entry point; params: context, kubeconfig, namespace."""
     unknown = set(params) - {"context", "kubeconfig", "namespace"}
     if unknown:
-        raise UsageError(f"unknown kubernetes scheduler parameter(s): {', '.join(sorted(unknown))}; "
-                         "valid: context, kubeconfig, namespace")
+        raise UsageError(
+            f"unknown kubernetes scheduler parameter(s): {', '.join(sorted(unknown))}; "
+            "valid: context, kubeconfig, namespace"
+        )
     return KubernetesScheduler(session_name, **params)

@@ -70,8 +70,9 @@ def _check_labels(labels: Mapping[str, Any], what: str) -> Iterator[str]:
             yield f"{what} {key}={value!r}: values are <= 63 letters, digits, '-', '_', '.'"
 
 
-def _check_job(meta: Mapping[str, Any], spec: Mapping[str, Any],
-               services: Mapping[str, dict[str, Any]]) -> Iterator[str]:
+def _check_job(
+    meta: Mapping[str, Any], spec: Mapping[str, Any], services: Mapping[str, dict[str, Any]]
+) -> Iterator[str]:
     name = meta.get("name", "")
     n = spec.get("completions")
     if spec.get("completionMode") != "Indexed":
@@ -100,8 +101,9 @@ def _check_job(meta: Mapping[str, Any], spec: Mapping[str, Any],
     yield from _check_pod(template.get("spec", {}), pod_labels, services)
 
 
-def _check_pod(pod: Mapping[str, Any], pod_labels: Mapping[str, str],
-               services: Mapping[str, dict[str, Any]]) -> Iterator[str]:
+def _check_pod(
+    pod: Mapping[str, Any], pod_labels: Mapping[str, str], services: Mapping[str, dict[str, Any]]
+) -> Iterator[str]:
     if pod.get("restartPolicy") != "Never":
         yield "restartPolicy must be Never (the Job controller, not the kubelet, retries)"
     svc = services.get(pod.get("subdomain", ""))
@@ -206,8 +208,9 @@ def is_qualified_name(key: str) -> bool:
 
 def is_label_value(value: object) -> bool:
     """A label value: empty, or <= 63 characters, alphanumeric at both ends."""
-    return isinstance(value, str) and (value == "" or (len(value) <= 63
-                                                       and bool(_QUALIFIED.match(value))))
+    return isinstance(value, str) and (
+        value == "" or (len(value) <= 63 and bool(_QUALIFIED.match(value)))
+    )
 
 
 def is_quantity(text: object) -> bool:
@@ -217,5 +220,10 @@ def is_quantity(text: object) -> bool:
 
 def is_port_name(name: str) -> bool:
     """IANA service name: <= 15 characters, at least one letter, no '--'."""
-    return (isinstance(name, str) and len(name) <= 15 and bool(_PORT_NAME.match(name))
-            and "--" not in name and any(ch.isalpha() for ch in name))
+    return (
+        isinstance(name, str)
+        and len(name) <= 15
+        and bool(_PORT_NAME.match(name))
+        and "--" not in name
+        and any(ch.isalpha() for ch in name)
+    )

@@ -47,8 +47,9 @@ def resolve_context(kubeconfig: str | None, context: str | None) -> tuple[str | 
     if not files:
         if context or kubeconfig:
             where = kubeconfig or "~/.kube/config or $KUBECONFIG"
-            raise UsageError(f"no kubeconfig at {where}",
-                             hint="set --cfg kubeconfig=PATH or KUBECONFIG")
+            raise UsageError(
+                f"no kubeconfig at {where}", hint="set --cfg kubeconfig=PATH or KUBECONFIG"
+            )
         if _IN_CLUSTER_NAMESPACE.is_file():
             return None, _IN_CLUSTER_NAMESPACE.read_text().strip() or "default"
         return None, "default"
@@ -66,8 +67,10 @@ def resolve_context(kubeconfig: str | None, context: str | None) -> tuple[str | 
         for entry in data.get("contexts") or []:
             contexts.setdefault(entry.get("name"), entry.get("context") or {})
     if current is not None and current not in contexts:
-        raise UsageError(f"kube context {current!r} not found in {', '.join(map(str, files))}",
-                         hint=f"contexts: {', '.join(sorted(map(str, contexts))) or '(none)'}")
+        raise UsageError(
+            f"kube context {current!r} not found in {', '.join(map(str, files))}",
+            hint=f"contexts: {', '.join(sorted(map(str, contexts))) or '(none)'}",
+        )
     chosen = contexts.get(current) if current is not None else None
     return current, str((chosen or {}).get("namespace") or "default")
 
@@ -78,7 +81,8 @@ def connect(kubeconfig: str | None, context: str | None) -> KubeApi:
         from kubernetes import client, config
     except ImportError:
         raise SchedulerUnavailable(
-            f"the kubernetes backend needs the Kubernetes client: {INSTALL_HINT}") from None
+            f"the kubernetes backend needs the Kubernetes client: {INSTALL_HINT}"
+        ) from None
     configuration = client.Configuration()
     files = [f for f in kubeconfig_files(kubeconfig) if f.is_file()]
     if files:
@@ -86,10 +90,12 @@ def connect(kubeconfig: str | None, context: str | None) -> KubeApi:
     try:
         if files or kubeconfig or context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration)
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
         else:
             config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration)
+                client_configuration=configuration
+            )
     except (config.ConfigException, OSError, TypeError, ValueError) as e:
         raise SchedulerUnavailable(
             f"cannot load the Kubernetes configuration: {_one_line(e)}",
@@ -116,40 +122,61 @@ class KubeApi:
     def create(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Create a Job or a Service; return the object the server stored."""
         kind, ns, name = doc["kind"], doc["metadata"]["namespace"], doc["metadata"]["name"]
-        fn = {"Job": self._batch.create_namespaced_job,
-              "Service": self._core.create_namespaced_service}[kind]
+        fn = {
+            "Job": self._batch.create_namespaced_job,
+            "Service": self._core.create_namespaced_service,
+        }[kind]
         return dict(self._json(fn, f"create {kind} {ns}/{name}", ns, doc))
 
     def list(self, kind: str, ns: str, selector: str) -> list[dict[str, Any]]:
         """Objects of kind (Job, Service, Pod) in ns matching a label selector."""
-        fn = {"Job": self._batch.list_namespaced_job, "Pod": self._core.list_namespaced_pod,
-              "Service": self._core.list_namespaced_service}[kind]
+        fn = {
+            "Job": self._batch.list_namespaced_job,
+            "Pod": self._core.list_namespaced_pod,
+            "Service": self._core.list_namespaced_service,
+        }[kind]
         items = self._json(fn, f"list {kind}s in namespace {ns}", ns, label_selector=selector)
         return list(items.get("items") or [])
 
     def delete(self, kind: str, ns: str, name: str) -> bool:
         """Delete with background propagation (its pods too); False if it was already gone."""
-        fn = {"Job": self._batch.delete_namespaced_job,
-              "Service": self._core.delete_namespaced_service}[kind]
+        fn = {
+            "Job": self._batch.delete_namespaced_job,
+            "Service": self._core.delete_namespaced_service,
+        }[kind]
         try:
             # The REST default for batch/v1 Jobs orphans their pods: always say Background.
-            self._json(fn, f"delete {kind} {ns}/{name}", name, ns,
-                       propagation_policy="Background")
+            self._json(fn, f"delete {kind} {ns}/{name}", name, ns, propagation_policy="Background")
         except NotFound:
             return False
         return True
 
-    def pod_log(self, ns: str, pod: str, container: str, follow: bool,
-                since_seconds: int | None, timestamps: bool) -> Any:
+    def pod_log(
+        self,
+        ns: str,
+        pod: str,
+        container: str,
+        follow: bool,
+        since_seconds: int | None,
+        timestamps: bool,
+    ) -> Any:
         """The streaming HTTP response of a pod's log (None if the container has not started)."""
-        kwargs: dict[str, Any] = {"container": container, "follow": follow,
-                                  "timestamps": timestamps}
+        kwargs: dict[str, Any] = {
+            "container": container,
+            "follow": follow,
+            "timestamps": timestamps,
+        }
         if since_seconds is not None:
             kwargs["since_seconds"] = int(since_seconds)  # v37 rejects floats before sending
         try:
-            return self._call(self._core.read_namespaced_pod_log, f"read the log of pod {pod}",
-                              pod, ns, _timeout=None if follow else (CONNECT_TIMEOUT, READ_TIMEOUT),
-                              **kwargs)
+            return self._call(
+                self._core.read_namespaced_pod_log,
+                f"read the log of pod {pod}",
+                pod,
+                ns,
+                _timeout=None if follow else (CONNECT_TIMEOUT, READ_TIMEOUT),
+                **kwargs,
+            )
         except ApiError as e:
             if e.status == 400:  # "container ... is waiting to start" and the like: no log yet
                 return None
@@ -164,9 +191,14 @@ class KubeApi:
         finally:
             resp.release_conn()
 
-    def _call(self, fn: Any, action: str, *args: Any,
-              _timeout: tuple[float, float] | None = (CONNECT_TIMEOUT, READ_TIMEOUT),
-              **kwargs: Any) -> Any:
+    def _call(
+        self,
+        fn: Any,
+        action: str,
+        *args: Any,
+        _timeout: tuple[float, float] | None = (CONNECT_TIMEOUT, READ_TIMEOUT),
+        **kwargs: Any,
+    ) -> Any:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
@@ -179,7 +211,8 @@ class KubeApi:
         except ValueError as e:  # v37's pydantic checks our body before sending it
             raise SchedulerError(
                 f"cannot {action}: the installed kubernetes client rejected it: {_one_line(e)}",
-                hint="upgrade the client: pip install -U 'trainlaunch[kubernetes]'") from None
+                hint="upgrade the client: pip install -U 'trainlaunch[kubernetes]'",
+            ) from None
 
     def _unreachable(self, e: BaseException) -> SchedulerUnavailable:
         m = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(e))
@@ -188,7 +221,7 @@ class KubeApi:
         return SchedulerUnavailable(
             f"cannot reach the Kubernetes API server at {self.host} ({why})",
             hint=f"check that the cluster is up and the kube context points at it: "
-                 f"kubectl {ctx}cluster-info",
+            f"kubectl {ctx}cluster-info",
         )
 
     def _api_error(self, e: Any, action: str) -> SchedulerError:
@@ -199,18 +232,25 @@ class KubeApi:
         if status == 404:
             return NotFound(f"cannot {action}: not found ({message})", status)
         if status == 409:
-            return ApiError(f"cannot {action}: it already exists ({message})", status,
-                            hint="delete it first, or submit again for a fresh name")
+            return ApiError(
+                f"cannot {action}: it already exists ({message})",
+                status,
+                hint="delete it first, or submit again for a fresh name",
+            )
         if status == 403:
             return ApiError(
-                f"cannot {action}: forbidden by RBAC ({message})", status,
+                f"cannot {action}: forbidden by RBAC ({message})",
+                status,
                 hint="ask a cluster admin for a Role allowing create/get/list/delete on "
-                     "jobs.batch, services and pods, and get on pods/log in this namespace "
-                     "(check with: kubectl auth can-i create jobs.batch -n NAMESPACE)",
+                "jobs.batch, services and pods, and get on pods/log in this namespace "
+                "(check with: kubectl auth can-i create jobs.batch -n NAMESPACE)",
             )
         if status == 401:
-            return ApiError(f"cannot {action}: the API server rejected the credentials", status,
-                            hint="log in again / refresh the kubeconfig user's token")
+            return ApiError(
+                f"cannot {action}: the API server rejected the credentials",
+                status,
+                hint="log in again / refresh the kubeconfig user's token",
+            )
         return ApiError(f"cannot {action}: HTTP {status}: {message}", status)
 
 
@@ -224,7 +264,9 @@ def _status_message(body: Any) -> str:
         data = json.loads(body)
     except ValueError:
         return _one_line(body)[:300]
-    return _one_line(data.get("message") or data.get("reason") or "") if isinstance(data, dict) else ""
+    return (
+        _one_line(data.get("message") or data.get("reason") or "") if isinstance(data, dict) else ""
+    )
 
 
 def _one_line(e: object) -> str:

@@ -25,13 +25,20 @@ _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d
 class LogReader:
     """The log lines of one role's replicas."""
 
-    def __init__(self, api: KubeApi, ns: str, app: str, selector: str, container: str,
-                 poll_interval: float) -> None:
+    def __init__(
+        self, api: KubeApi, ns: str, app: str, selector: str, container: str, poll_interval: float
+    ) -> None:
         self.api, self.ns, self.app, self.selector = api, ns, app, selector
         self.container, self.poll_interval = container, poll_interval
 
-    def lines(self, k: int, pattern: re.Pattern[str] | None, since: float | None,
-              until: float | None, follow: bool) -> Iterator[str]:
+    def lines(
+        self,
+        k: int,
+        pattern: re.Pattern[str] | None,
+        since: float | None,
+        until: float | None,
+        follow: bool,
+    ) -> Iterator[str]:
         """Replica k's lines (without newline); with follow, until the app is terminal."""
         after: tuple[str, str] = ("", "")
         timed = since is not None or until is not None
@@ -62,10 +69,12 @@ class LogReader:
         Earlier pods of an index are its failed attempts; while following, wait for the next.
         """
         while True:
-            keys = [(p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])
-                    for p in self.api.list("Pod", self.ns, self.selector)
-                    if (p["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION) == str(k)
-                    and started(p)]
+            keys = [
+                (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])
+                for p in self.api.list("Pod", self.ns, self.selector)
+                if (p["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION) == str(k)
+                and started(p)
+            ]
             newer = [key for key in keys if key > after]
             if newer:
                 return max(newer)
@@ -83,8 +92,10 @@ def started(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") in ("Running", "Succeeded", "Failed"):
         return True
-    return any("running" in (cs.get("state") or {}) or "terminated" in (cs.get("state") or {})
-               for cs in status.get("containerStatuses") or [])
+    return any(
+        "running" in (cs.get("state") or {}) or "terminated" in (cs.get("state") or {})
+        for cs in status.get("containerStatuses") or []
+    )
 
 
 def read_lines(resp: Any) -> Generator[str, None, None]:

@@ -71,8 +71,10 @@ class RenderOptions:
         """Build from a resolved cfg; the namespace is resolved by the caller."""
         policy = cfg.get("image_pull_policy")
         if policy is not None and policy not in _PULL_POLICIES:
-            raise UsageError(f"image_pull_policy must be one of {', '.join(sorted(_PULL_POLICIES))}, "
-                             f"got {policy!r}")
+            raise UsageError(
+                f"image_pull_policy must be one of {', '.join(sorted(_PULL_POLICIES))}, "
+                f"got {policy!r}"
+            )
         port = cfg.get("rdzv_port") or DEFAULT_RDZV_PORT
         if not isinstance(port, int) or not 1 <= port <= 65535:
             raise UsageError(f"rdzv_port must be in 1..65535, got {port!r}")
@@ -118,8 +120,10 @@ def parse_version(text: str) -> tuple[int, int]:
         raise UsageError(f"server_version must look like 1.29, got {text!r}")
     version = (int(m[1]), int(m[2]))
     if version < OLDEST_VERSION:
-        raise UsageError(f"server_version {text} is older than the oldest supported Kubernetes "
-                         f"{OLDEST_VERSION[0]}.{OLDEST_VERSION[1]}")
+        raise UsageError(
+            f"server_version {text} is older than the oldest supported Kubernetes "
+            f"{OLDEST_VERSION[0]}.{OLDEST_VERSION[1]}"
+        )
     return version
 
 
@@ -147,8 +151,10 @@ def job_names(app: AppDef, name: str) -> dict[str, str]:
         budget = 63 - len(name) - 1 - 1 - len(str(role.num_replicas - 1))
         job = f"{name}-{dns_label(role.name, budget) or 'r'}"
         if job in out.values():
-            raise UsageError(f"roles of app {app.name!r} collide as Kubernetes name {job!r}; "
-                             "rename one so they differ in letters or digits")
+            raise UsageError(
+                f"roles of app {app.name!r} collide as Kubernetes name {job!r}; "
+                "rename one so they differ in letters or digits"
+            )
         out[role.name] = job
     return out
 
@@ -160,7 +166,7 @@ def session_label(session: str) -> str:
 
 def role_label(job: str, name: str) -> str:
     """The role part of a Job name (used as label value and container name)."""
-    return job[len(name) + 1:]
+    return job[len(name) + 1 :]
 
 
 # --- manifests ----------------------------------------------------------------------------------
@@ -181,19 +187,38 @@ def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> lis
     docs: list[dict[str, Any]] = []
     for index, role in enumerate(app.roles):
         job = jobs[role.name]
-        labels = {**opts.labels, LABEL_MANAGED_BY: "trainlaunch", LABEL_APP: name,
-                  LABEL_ROLE: role_label(job, name), LABEL_SESSION: session_label(session)}
-        annotations = {ANN_APP_NAME: app.name, ANN_ROLE_NAME: role.name, ANN_ROLE_INDEX: str(index),
-                       ANN_ROLE: json.dumps(role.to_dict(), sort_keys=True, separators=(",", ":"))}
-        env = {**identity, settings.ROLE_NAME: role.name,
-               settings.NUM_REPLICAS: str(role.num_replicas)}
+        labels = {
+            **opts.labels,
+            LABEL_MANAGED_BY: "trainlaunch",
+            LABEL_APP: name,
+            LABEL_ROLE: role_label(job, name),
+            LABEL_SESSION: session_label(session),
+        }
+        annotations = {
+            ANN_APP_NAME: app.name,
+            ANN_ROLE_NAME: role.name,
+            ANN_ROLE_INDEX: str(index),
+            ANN_ROLE: json.dumps(role.to_dict(), sort_keys=True, separators=(",", ":")),
+        }
+        env = {
+            **identity,
+            settings.ROLE_NAME: role.name,
+            settings.NUM_REPLICAS: str(role.num_replicas),
+        }
         pod = _pod_template(role, job, name, env, labels, opts)
-        docs.append({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": job, "namespace": opts.namespace, "labels": labels,
-                         "annotations": {**opts.annotations, **annotations}},
-            "spec": {**_job_policy(role, opts), "template": pod},
-        })
+        docs.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": job,
+                    "namespace": opts.namespace,
+                    "labels": labels,
+                    "annotations": {**opts.annotations, **annotations},
+                },
+                "spec": {**_job_policy(role, opts), "template": pod},
+            }
+        )
         docs.append(_service(job, labels, role, opts))
     return docs
 
@@ -207,7 +232,8 @@ def _job_policy(role: Role, opts: RenderOptions) -> dict[str, Any]:
             raise UsageError(
                 f"role {role.name!r}: retry_policy REPLICA needs backoffLimitPerIndex "
                 "(Kubernetes >= 1.29)",
-                hint="set --cfg server_version=1.29 (or your cluster's version) if it is newer")
+                hint="set --cfg server_version=1.29 (or your cluster's version) if it is newer",
+            )
         spec["backoffLimitPerIndex"] = retries
         spec["maxFailedIndexes"] = 0  # one replica out of retries fails the whole role
     else:
@@ -215,19 +241,30 @@ def _job_policy(role: Role, opts: RenderOptions) -> dict[str, Any]:
         # the app may cost up to num_replicas failed pods.
         spec["backoffLimit"] = retries * n
     # Preemption, eviction and node drains are not the app's fault: do not count them.
-    spec["podFailurePolicy"] = {"rules": [{
-        "action": "Ignore",
-        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
-    }]}
+    spec["podFailurePolicy"] = {
+        "rules": [
+            {
+                "action": "Ignore",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            }
+        ]
+    }
     if new:  # start a replacement only once the old pod is gone: never two pods per rank
         spec["podReplacementPolicy"] = "Failed"
     return spec
 
 
-def _pod_template(role: Role, job: str, name: str, env: dict[str, str],
-                  labels: dict[str, str], opts: RenderOptions) -> dict[str, Any]:
-    values = macros.Values(img_root="", app_id=name, replica_id=_REPLICA_SENTINEL,
-                           rank0_env=settings.RANK0_HOST)
+def _pod_template(
+    role: Role,
+    job: str,
+    name: str,
+    env: dict[str, str],
+    labels: dict[str, str],
+    opts: RenderOptions,
+) -> dict[str, Any]:
+    values = macros.Values(
+        img_root="", app_id=name, replica_id=_REPLICA_SENTINEL, rank0_env=settings.RANK0_HOST
+    )
     role = values.apply(role)
     container: dict[str, Any] = {"name": role_label(job, name), "image": role.image}
     if opts.image_pull_policy:
@@ -238,8 +275,9 @@ def _pod_template(role: Role, job: str, name: str, env: dict[str, str],
     if resources := _resources(role):
         container["resources"] = resources
     if ports := _ports(role, opts):
-        container["ports"] = [{"name": k, "containerPort": v, "protocol": "TCP"}
-                              for k, v in ports.items()]
+        container["ports"] = [
+            {"name": k, "containerPort": v, "protocol": "TCP"} for k, v in ports.items()
+        ]
     container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     shm: dict[str, Any] = {"medium": "Memory"}
     if opts.shm_size:
@@ -262,8 +300,7 @@ def _pod_template(role: Role, job: str, name: str, env: dict[str, str],
     if opts.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in opts.image_pull_secrets]
     # Sidecars (e.g. istio) never exit and would keep a finished replica's pod running.
-    annotations = {**opts.annotations, "sidecar.istio.io/inject": "false",
-                   ANN_ROLE_NAME: role.name}
+    annotations = {**opts.annotations, "sidecar.istio.io/inject": "false", ANN_ROLE_NAME: role.name}
     return {"metadata": {"labels": dict(labels), "annotations": annotations}, "spec": spec}
 
 
@@ -275,13 +312,18 @@ def kube_text(text: str) -> str:
 
 def _env(role: Role, identity: dict[str, str]) -> list[dict[str, Any]]:
     # TRAINLAUNCH_REPLICA_ID comes first: $(VAR) only expands variables defined earlier.
-    env: list[dict[str, Any]] = [{
-        "name": settings.REPLICA_ID,
-        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}},
-    }]
+    env: list[dict[str, Any]] = [
+        {
+            "name": settings.REPLICA_ID,
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}},
+        }
+    ]
     env += [{"name": k, "value": v} for k, v in identity.items()]
-    env += [{"name": k, "value": kube_text(v)} for k, v in role.env.items()
-            if k not in identity and k != settings.REPLICA_ID]
+    env += [
+        {"name": k, "value": kube_text(v)}
+        for k, v in role.env.items()
+        if k not in identity and k != settings.REPLICA_ID
+    ]
     return env
 
 
@@ -307,14 +349,17 @@ def _ports(role: Role, opts: RenderOptions) -> dict[str, int]:
 
 def _service(job: str, labels: dict[str, str], role: Role, opts: RenderOptions) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Service",
+        "apiVersion": "v1",
+        "kind": "Service",
         "metadata": {"name": job, "namespace": opts.namespace, "labels": dict(labels)},
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,  # DNS records exist before any readiness
             "selector": {LABEL_APP: labels[LABEL_APP], LABEL_ROLE: labels[LABEL_ROLE]},
-            "ports": [{"name": k, "port": v, "targetPort": v, "protocol": "TCP"}
-                      for k, v in _ports(role, opts).items()],
+            "ports": [
+                {"name": k, "port": v, "targetPort": v, "protocol": "TCP"}
+                for k, v in _ports(role, opts).items()
+            ],
         },
     }
 

@@ -36,10 +36,18 @@ POD_PHASE_STATE: dict[str, AppState] = {
     "Unknown": AppState.UNKNOWN,
 }
 # Waiting reasons that mean "stuck until someone acts", worth showing before ordinary ones.
-STUCK_REASONS = frozenset({
-    "Unschedulable", "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-    "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
-})
+STUCK_REASONS = frozenset(
+    {
+        "Unschedulable",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
 
 
 def app_status(jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> AppStatus:
@@ -60,8 +68,13 @@ def app_status(jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> AppSta
     state = combine(states)
     failed = [r for rs in roles for r in rs.replicas if r.state == AppState.FAILED]
     exit_code = failed[0].exit_code if state == AppState.FAILED and failed else None
-    return AppStatus(state=state, num_restarts=restarts, msg="; ".join(msgs),
-                     roles=tuple(roles), exit_code=exit_code)
+    return AppStatus(
+        state=state,
+        num_restarts=restarts,
+        msg="; ".join(msgs),
+        roles=tuple(roles),
+        exit_code=exit_code,
+    )
 
 
 def combine(states: Iterable[AppState]) -> AppState:
@@ -78,8 +91,9 @@ def combine(states: Iterable[AppState]) -> AppState:
     return AppState.PENDING
 
 
-def role_status(job: Mapping[str, Any],
-                pods: list[dict[str, Any]]) -> tuple[AppState, str, tuple[ReplicaStatus, ...]]:
+def role_status(
+    job: Mapping[str, Any], pods: list[dict[str, Any]]
+) -> tuple[AppState, str, tuple[ReplicaStatus, ...]]:
     """State, message and replicas of the role run by one Job."""
     role = job_role_name(job)
     n = int((job.get("spec") or {}).get("completions") or 1)
@@ -111,8 +125,11 @@ def job_state(job: Mapping[str, Any]) -> tuple[AppState | None, str]:
     """The state a Job's conditions decide (None while they decide nothing)."""
     if (job.get("metadata") or {}).get("deletionTimestamp"):
         return AppState.CANCELLED, "being deleted"
-    true = {c.get("type"): c for c in (job.get("status") or {}).get("conditions") or []
-            if c.get("status") == "True"}
+    true = {
+        c.get("type"): c
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
     for kind, state in JOB_CONDITION_STATE.items():
         if kind in true:
             c = true[kind]
@@ -153,8 +170,15 @@ def replica_status(role: str, k: int, pods: list[dict[str, Any]]) -> ReplicaStat
         message = ": ".join(x for x in (status["reason"], status.get("message")) if x)
     host = spec.get("hostname", "")
     hostname = f"{host}.{spec['subdomain']}" if host and spec.get("subdomain") else host
-    return ReplicaStatus(id=k, state=state, role=role, hostname=hostname or _name(pod),
-                         exit_code=exit_code, restarts=len(pods) - 1, message=message)
+    return ReplicaStatus(
+        id=k,
+        state=state,
+        role=role,
+        hostname=hostname or _name(pod),
+        exit_code=exit_code,
+        restarts=len(pods) - 1,
+        message=message,
+    )
 
 
 def job_role_name(job: Mapping[str, Any]) -> str:
@@ -198,8 +222,7 @@ def _waiting(replicas: tuple[ReplicaStatus, ...]) -> str:
         return f"{_failure(failed[0])}; waiting for its retry" if failed else ""
     stuck = [r for r in waiting if r.message.split(":")[0] in STUCK_REASONS]
     first = (stuck or waiting)[0]
-    return (f"{len(waiting)}/{len(replicas)} replicas pending; "
-            f"replica {first.id}: {first.message}")
+    return f"{len(waiting)}/{len(replicas)} replicas pending; replica {first.id}: {first.message}"
 
 
 def _failure(r: ReplicaStatus) -> str:

@@ -71,11 +71,17 @@ class LocalScheduler(Scheduler):
         opts = runopts()
         opts.add("cwd", str, "working directory of every replica (default: the current one)")
         opts.add("grace_period", float, "seconds between SIGTERM and SIGKILL on stop", default=10.0)
-        opts.add("auto_set_cuda_visible_devices", bool,
-                 "give each replica its own CUDA_VISIBLE_DEVICES slice when roles ask for GPUs",
-                 default=True)
-        opts.add("gpu_count", int, "number of visible GPUs (default: $TRAINLAUNCH_GPU_COUNT or "
-                 "nvidia-smi -L)")
+        opts.add(
+            "auto_set_cuda_visible_devices",
+            bool,
+            "give each replica its own CUDA_VISIBLE_DEVICES slice when roles ask for GPUs",
+            default=True,
+        )
+        opts.add(
+            "gpu_count",
+            int,
+            "number of visible GPUs (default: $TRAINLAUNCH_GPU_COUNT or nvidia-smi -L)",
+        )
         return opts
 
     def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
@@ -94,8 +100,12 @@ class LocalScheduler(Scheduler):
         replicas = []
         for role in app.roles:
             for i in range(role.num_replicas):
-                values = macros.Values(img_root=role.image, app_id=app_id, replica_id=str(i),
-                                       rank0_env=settings.RANK0_HOST)
+                values = macros.Values(
+                    img_root=role.image,
+                    app_id=app_id,
+                    replica_id=str(i),
+                    rank0_env=settings.RANK0_HOST,
+                )
                 r = values.apply(role)
                 log_dir = f"logs/{role.name}/{i}"
                 env = dict(r.env)
@@ -112,23 +122,43 @@ class LocalScheduler(Scheduler):
                 slice_ = gpu_slices.get((role.name, i))
                 if slice_ is not None:
                     env["CUDA_VISIBLE_DEVICES"] = slice_
-                replicas.append({
-                    "role": role.name, "replica_id": i, "cmd": [r.entrypoint, *r.args],
-                    "env": env, "cwd": cwd, "log_dir": log_dir,
-                })
+                replicas.append(
+                    {
+                        "role": role.name,
+                        "replica_id": i,
+                        "cmd": [r.entrypoint, *r.args],
+                        "env": env,
+                        "cwd": cwd,
+                        "log_dir": log_dir,
+                    }
+                )
         request = {
-            "version": store.RECORD_VERSION, "app_id": app_id, "session": self.session_name,
+            "version": store.RECORD_VERSION,
+            "app_id": app_id,
+            "session": self.session_name,
             "handle": make_app_handle(BACKEND, self.session_name, app_id),
-            "app": app.to_dict(), "cfg": dict(cfg), "cwd": cwd,
+            "app": app.to_dict(),
+            "cfg": dict(cfg),
+            "cwd": cwd,
             "grace_period": float(cfg.get("grace_period") or 10.0),  # type: ignore[arg-type]
             "replicas": replicas,
         }
-        return AppDryRunInfo(request=request, fmt=format_request, app=app, cfg=dict(cfg),
-                             scheduler=BACKEND, app_id=app_id)
+        return AppDryRunInfo(
+            request=request,
+            fmt=format_request,
+            app=app,
+            cfg=dict(cfg),
+            scheduler=BACKEND,
+            app_id=app_id,
+        )
 
     def _gpu_slices(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[tuple[str, int], str]:
-        wanted = [(r.name, i, r.resource.gpu) for r in app.roles if r.resource.gpu > 0
-                  for i in range(r.num_replicas)]
+        wanted = [
+            (r.name, i, r.resource.gpu)
+            for r in app.roles
+            if r.resource.gpu > 0
+            for i in range(r.num_replicas)
+        ]
         if not wanted or cfg.get("auto_set_cuda_visible_devices") is False:
             return {}
         count = visible_gpu_count(cfg)
@@ -138,7 +168,8 @@ class LocalScheduler(Scheduler):
         if need > count:
             raise SchedulerError(
                 f"the app asks for {need} GPUs in total but {count} are visible",
-                hint="lower --gpu/--nproc, or set cfg auto_set_cuda_visible_devices=false")
+                hint="lower --gpu/--nproc, or set cfg auto_set_cuda_visible_devices=false",
+            )
         slices, nxt = {}, 0
         for role, i, g in wanted:
             slices[(role, i)] = ",".join(str(d) for d in range(nxt, nxt + g))
@@ -152,20 +183,27 @@ class LocalScheduler(Scheduler):
         path = store.create_app_dir(app_id, self.environ)
         request["created"] = time.time()
         store.write_json(path / "app.json", request)
-        log = os.fdopen(os.open(path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                                0o600), "ab")
+        log = os.fdopen(
+            os.open(path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab"
+        )
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "trainlaunch.schedulers.local.supervisor", str(path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                close_fds=True, cwd=request["cwd"] if os.path.isdir(request["cwd"]) else None,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+                cwd=request["cwd"] if os.path.isdir(request["cwd"]) else None,
             )
         except OSError as e:
             raise SchedulerError(f"cannot start the supervisor: {e}") from None
         finally:
             log.close()
-        store.write_json(path / "supervisor.json", {
-            "pid": proc.pid, "ticks": store.start_ticks(proc.pid), "boot_id": store.boot_id()})
+        store.write_json(
+            path / "supervisor.json",
+            {"pid": proc.pid, "ticks": store.start_ticks(proc.pid), "boot_id": store.boot_id()},
+        )
         proc.returncode = 0  # detached on purpose: never waited for by this process
         return app_id
 
@@ -174,8 +212,10 @@ class LocalScheduler(Scheduler):
     def _dir(self, app_id: str) -> Path:
         path = store.app_dir(check_app_id(app_id), self.environ)
         if not (path / "app.json").exists():
-            raise AppNotFound(f"no local app {app_id!r} in {path.parent}",
-                              hint="`trainlaunch list` shows the known apps")
+            raise AppNotFound(
+                f"no local app {app_id!r} in {path.parent}",
+                hint="`trainlaunch list` shows the known apps",
+            )
         return path
 
     def describe(self, app_id: str) -> DescribeAppResponse:
@@ -186,11 +226,16 @@ class LocalScheduler(Scheduler):
         app = None
         with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError, StoreError):
             app = AppDef.from_dict(request["app"])
-        meta = {"app_dir": str(path), "log_dir": str(path / "logs"),
-                "created": request.get("created"), "cwd": request.get("cwd"),
-                "settings": (request["app"].get("metadata") or {}).get("trainlaunch") or {}}
-        return DescribeAppResponse(app_id=app_id, status=status, app=app,
-                                   cfg=request.get("cfg") or {}, metadata=meta)
+        meta = {
+            "app_dir": str(path),
+            "log_dir": str(path / "logs"),
+            "created": request.get("created"),
+            "cwd": request.get("cwd"),
+            "settings": (request["app"].get("metadata") or {}).get("trainlaunch") or {},
+        }
+        return DescribeAppResponse(
+            app_id=app_id, status=status, app=app, cfg=request.get("cfg") or {}, metadata=meta
+        )
 
     def list(self) -> list[ListAppResponse]:
         """Every app in the store, newest first; unreadable records are listed as such."""
@@ -207,13 +252,29 @@ class LocalScheduler(Scheduler):
                 created = request.get("created")
                 if isinstance(created, bool) or not isinstance(created, (int, float)):
                     created = None
-                rows.append(ListAppResponse(entry.name, status.state, handle,
-                                            request["app"]["name"], created, status.msg))
+                rows.append(
+                    ListAppResponse(
+                        entry.name,
+                        status.state,
+                        handle,
+                        request["app"]["name"],
+                        created,
+                        status.msg,
+                    )
+                )
             except FileNotFoundError:
                 continue  # being created right now
             except (StoreError, KeyError, TypeError) as e:
-                rows.append(ListAppResponse(entry.name, AppState.UNKNOWN, handle, "",
-                                            entry.stat().st_mtime, f"unreadable: {e}"))
+                rows.append(
+                    ListAppResponse(
+                        entry.name,
+                        AppState.UNKNOWN,
+                        handle,
+                        "",
+                        entry.stat().st_mtime,
+                        f"unreadable: {e}",
+                    )
+                )
         rows.sort(key=lambda r: (r.created or 0, r.app_id), reverse=True)
         return rows
 
@@ -232,22 +293,34 @@ class LocalScheduler(Scheduler):
             raise AppNotFound(f"app {app_id} has no role {role_name!r}; roles: {', '.join(roles)}")
         return ids
 
-    def log_files(self, app_id: str, role_name: str, k: int = 0,
-                  streams: Stream | None = None) -> builtins.list[Path] | None:
+    def log_files(
+        self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
+    ) -> builtins.list[Path] | None:
         """The replica's stdout/stderr files (stdout first for combined)."""
         path = self._dir(app_id)
         if k not in self.log_replicas(app_id, role_name):
             raise AppNotFound(f"app {app_id} role {role_name!r} has no replica {k}")
-        return stream_files(path / "logs" / role_name / str(k),
-                            Stream(streams or Stream.COMBINED).value)
+        return stream_files(
+            path / "logs" / role_name / str(k), Stream(streams or Stream.COMBINED).value
+        )
 
-    def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: str | None = None,
-                 since: float | None = None, until: float | None = None,
-                 should_tail: bool = False, streams: Stream | None = None) -> Iterator[str]:
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterator[str]:
         """Lines of one replica's log files; with should_tail, follow until the app ends."""
         files: builtins.list[Path] = self.log_files(app_id, role_name, k, streams) or []
-        spans = [time_span(f.parent / "timeline.jsonl", f.name.split(".")[0], since, until)
-                 for f in files]
+        spans = [
+            time_span(f.parent / "timeline.jsonl", f.name.split(".")[0], since, until)
+            for f in files
+        ]
         if not should_tail or until is not None:
             yield from read_lines(files, regex, spans)
             return
@@ -262,16 +335,23 @@ def read_request(path: Path) -> dict[str, Any]:
     """The app's app.json, checked for the shape every reader relies on (StoreError if not)."""
     request = store.read_json(path / "app.json")
     try:
-        ok = (isinstance(request, dict) and isinstance(request["app"], dict)
-              and isinstance(request["app"]["name"], str)
-              and all(isinstance(r, dict) and isinstance(r["role"], str)
-                      and isinstance(r["replica_id"], int) and isinstance(r["log_dir"], str)
-                      and isinstance(r["cmd"], list) and isinstance(r["env"], dict)
-                      for r in request["replicas"])
-              and isinstance(request["app"].get("metadata") or {}, dict)
-              and isinstance((request["app"].get("metadata") or {}).get("trainlaunch") or {},
-                             dict)
-              and isinstance(request.get("cfg") or {}, dict))
+        ok = (
+            isinstance(request, dict)
+            and isinstance(request["app"], dict)
+            and isinstance(request["app"]["name"], str)
+            and all(
+                isinstance(r, dict)
+                and isinstance(r["role"], str)
+                and isinstance(r["replica_id"], int)
+                and isinstance(r["log_dir"], str)
+                and isinstance(r["cmd"], list)
+                and isinstance(r["env"], dict)
+                for r in request["replicas"]
+            )
+            and isinstance(request["app"].get("metadata") or {}, dict)
+            and isinstance((request["app"].get("metadata") or {}).get("trainlaunch") or {}, dict)
+            and isinstance(request.get("cfg") or {}, dict)
+        )
     except (KeyError, TypeError):
         ok = False
     if not ok:
@@ -281,8 +361,7 @@ def read_request(path: Path) -> dict[str, Any]:
 
 def format_request(request: Mapping[str, Any]) -> str:
     """The exact processes the supervisor will start, one block per replica."""
-    lines = [f"# local app {request['app_id']} ({request['handle']})",
-             f"# cwd: {request['cwd']}"]
+    lines = [f"# local app {request['app_id']} ({request['handle']})", f"# cwd: {request['cwd']}"]
     for r in request["replicas"]:
         lines.append(f"\n[{r['role']}/{r['replica_id']}]")
         env = r["env"]
@@ -305,8 +384,10 @@ def _rank_plan(replica: Mapping[str, Any]) -> list[str]:
     out = []
     for rank in rank_envs(list(cmd[cmd.index("trainlaunch.agent") + 1 :]), replica["env"]):
         env = rank.get("env", {})
-        out.append(f"  rank {rank.get('rank')} (local {rank.get('local_rank')}): "
-                   + " ".join(f"{k}={v}" for k, v in sorted(env.items())))
+        out.append(
+            f"  rank {rank.get('rank')} (local {rank.get('local_rank')}): "
+            + " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+        )
         if "argv" in rank:
             out.append(f"    argv: {rank['argv']}")
     return out

@@ -31,8 +31,7 @@ def _state(d: Mapping[str, Any] | None, key: str = "state") -> AppState:
         return AppState.UNKNOWN
 
 
-def status_from_record(request: Mapping[str, Any], state: Mapping[str, Any] | None
-                       ) -> AppStatus:
+def status_from_record(request: Mapping[str, Any], state: Mapping[str, Any] | None) -> AppStatus:
     """Build an AppStatus from the request and the supervisor's last record."""
     by_key = {(r["role"], r["replica_id"]): r for r in (state or {}).get("replicas", [])}
     roles: dict[str, list[ReplicaStatus]] = {}
@@ -43,13 +42,19 @@ def status_from_record(request: Mapping[str, Any], state: Mapping[str, Any] | No
         # a dist.ddp node agent restarts its worker group itself (torchrun's --max-restarts)
         agent = _agent_restarts(request, plan)
         agent_restarts = max(agent_restarts, agent)
-        roles.setdefault(plan["role"], []).append(ReplicaStatus(
-            id=plan["replica_id"], role=plan["role"],
-            state=_state(rec) if rec else (AppState.PENDING if state else AppState.SUBMITTED),
-            hostname=_str(rec.get("hostname")), exit_code=_int(rec.get("exit_code")),
-            signal=_str(rec.get("signal")) or None,
-            restarts=(_int(rec.get("restarts")) or 0) + agent,
-            message=_str(rec.get("message")), pid=_int(rec.get("pid"))))
+        roles.setdefault(plan["role"], []).append(
+            ReplicaStatus(
+                id=plan["replica_id"],
+                role=plan["role"],
+                state=_state(rec) if rec else (AppState.PENDING if state else AppState.SUBMITTED),
+                hostname=_str(rec.get("hostname")),
+                exit_code=_int(rec.get("exit_code")),
+                signal=_str(rec.get("signal")) or None,
+                restarts=(_int(rec.get("restarts")) or 0) + agent,
+                message=_str(rec.get("message")),
+                pid=_int(rec.get("pid")),
+            )
+        )
     app_dir = request.get("app_dir", "")
     return AppStatus(
         state=app_state,
@@ -58,7 +63,8 @@ def status_from_record(request: Mapping[str, Any], state: Mapping[str, Any] | No
         structured_error_msg=_str((state or {}).get("structured_error_msg")),
         ui_url=f"file://{app_dir}" if app_dir else None,
         roles=tuple(RoleStatus(name, tuple(reps)) for name, reps in roles.items()),
-        exit_code=_int((state or {}).get("exit_code")))
+        exit_code=_int((state or {}).get("exit_code")),
+    )
 
 
 def _int(value: Any) -> int | None:
@@ -91,8 +97,11 @@ def live_replica_pids(state: Mapping[str, Any] | None, boot: str | None) -> list
     """Pids of recorded replica processes that are still the same live processes."""
     out = []
     for r in (state or {}).get("replicas", []):
-        if r.get("pid") and not _state(r).is_terminal and store.same_process_alive(
-                r["pid"], r.get("ticks"), boot):
+        if (
+            r.get("pid")
+            and not _state(r).is_terminal
+            and store.same_process_alive(r["pid"], r.get("ticks"), boot)
+        ):
             out.append(int(r["pid"]))
     return out
 
@@ -144,36 +153,71 @@ def _derive_status(path: Path, request: Mapping[str, Any]) -> AppStatus:
         age = time.time() - float(request.get("created") or 0)
         if age < NEVER_STARTED_AFTER_S:
             return status_from_record(request, state)
-        return _orphaned(request, state, "the supervisor never started (see supervisor.log)",
-                         AppState.FAILED)
+        return _orphaned(
+            request, state, "the supervisor never started (see supervisor.log)", AppState.FAILED
+        )
     rebooted = bool(sup.get("boot_id")) and sup.get("boot_id") != store.boot_id()
-    live = [] if rebooted else (live_replica_pids(state, sup.get("boot_id"))
-                                or processes_of_app(path.name))
+    live = (
+        []
+        if rebooted
+        else (live_replica_pids(state, sup.get("boot_id")) or processes_of_app(path.name))
+    )
     who = f"supervisor (pid {sup.get('pid')})"
     if rebooted:
-        return _orphaned(request, state, f"{who} is gone: the machine rebooted while the app "
-                         "was running", AppState.FAILED)
+        return _orphaned(
+            request,
+            state,
+            f"{who} is gone: the machine rebooted while the app was running",
+            AppState.FAILED,
+        )
     if live:
-        return _orphaned(request, state, f"{who} died; {len(live)} replica process(es) still "
-                         "running; `trainlaunch stop` cleans them up", AppState.UNKNOWN)
-    return _orphaned(request, state, f"{who} died before the app finished (killed?)",
-                     AppState.FAILED)
+        return _orphaned(
+            request,
+            state,
+            f"{who} died; {len(live)} replica process(es) still "
+            "running; `trainlaunch stop` cleans them up",
+            AppState.UNKNOWN,
+        )
+    return _orphaned(
+        request, state, f"{who} died before the app finished (killed?)", AppState.FAILED
+    )
 
 
-def _orphaned(request: Mapping[str, Any], state: Mapping[str, Any] | None, msg: str,
-              app_state: AppState) -> AppStatus:
+def _orphaned(
+    request: Mapping[str, Any], state: Mapping[str, Any] | None, msg: str, app_state: AppState
+) -> AppStatus:
     base = status_from_record(request, state)
     roles = tuple(
-        RoleStatus(rs.role, tuple(
-            r if r.state.is_terminal else ReplicaStatus(
-                id=r.id, state=AppState.UNKNOWN, role=r.role, hostname=r.hostname,
-                exit_code=r.exit_code, signal=r.signal, restarts=r.restarts,
-                message=r.message, pid=r.pid)
-            for r in rs.replicas))
-        for rs in base.roles)
-    return AppStatus(state=app_state, num_restarts=base.num_restarts, msg=msg,
-                     structured_error_msg=base.structured_error_msg, ui_url=base.ui_url,
-                     roles=roles, exit_code=base.exit_code)
+        RoleStatus(
+            rs.role,
+            tuple(
+                r
+                if r.state.is_terminal
+                else ReplicaStatus(
+                    id=r.id,
+                    state=AppState.UNKNOWN,
+                    role=r.role,
+                    hostname=r.hostname,
+                    exit_code=r.exit_code,
+                    signal=r.signal,
+                    restarts=r.restarts,
+                    message=r.message,
+                    pid=r.pid,
+                )
+                for r in rs.replicas
+            ),
+        )
+        for rs in base.roles
+    )
+    return AppStatus(
+        state=app_state,
+        num_restarts=base.num_restarts,
+        msg=msg,
+        structured_error_msg=base.structured_error_msg,
+        ui_url=base.ui_url,
+        roles=roles,
+        exit_code=base.exit_code,
+    )
 
 
 def _lock(path: Path) -> int:
@@ -195,16 +239,16 @@ def cancel(path: Path, request: Mapping[str, Any]) -> None:
         grace = float(request.get("grace_period") or 10.0)
         state = store.read_json_or_none(path / "state.json")
         sup = supervisor_record(path, state)
-        if sup and store.same_process_alive(sup.get("pid"), sup.get("ticks"),
-                                            sup.get("boot_id")):
+        if sup and store.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id")):
             _signal(int(sup["pid"]), signal.SIGTERM)
             deadline = time.monotonic() + grace + STOP_EXTRA_S
             while time.monotonic() < deadline:
                 st = store.read_json_or_none(path / "state.json")
                 if st and _state(st).is_terminal:
                     return
-                if not store.same_process_alive(sup.get("pid"), sup.get("ticks"),
-                                                sup.get("boot_id")):
+                if not store.same_process_alive(
+                    sup.get("pid"), sup.get("ticks"), sup.get("boot_id")
+                ):
                     if _state(store.read_json_or_none(path / "state.json")).is_terminal:
                         return  # it recorded the end just as it exited
                     break  # it died without recording the end (disk full?): take over below
@@ -214,10 +258,16 @@ def cancel(path: Path, request: Mapping[str, Any]) -> None:
         kill_replicas(path, store.read_json_or_none(path / "state.json"), grace)
         state = store.read_json_or_none(path / "state.json") or {}
         now = time.time()
-        state = {**state, "state": "CANCELLED", "ended": now,
-                 "msg": "stopped by `trainlaunch stop` after the supervisor had died",
-                 "replicas": [{**r, "state": r.get("state") if _state(r).is_terminal
-                               else "CANCELLED"} for r in state.get("replicas", [])]}
+        state = {
+            **state,
+            "state": "CANCELLED",
+            "ended": now,
+            "msg": "stopped by `trainlaunch stop` after the supervisor had died",
+            "replicas": [
+                {**r, "state": r.get("state") if _state(r).is_terminal else "CANCELLED"}
+                for r in state.get("replicas", [])
+            ],
+        }
         store.write_json(path / "state.json", state)
     finally:
         os.close(fd)

@@ -56,8 +56,10 @@ class Replica:
         `logs --since/--until` map times to byte offsets with it (granularity: one interval).
         """
         try:
-            sizes = ((self.log_dir / "stdout.log").stat().st_size,
-                     (self.log_dir / "stderr.log").stat().st_size)
+            sizes = (
+                (self.log_dir / "stdout.log").stat().st_size,
+                (self.log_dir / "stderr.log").stat().st_size,
+            )
         except OSError:
             return
         if sizes == self.last_sizes:
@@ -77,11 +79,21 @@ class Replica:
 
     def record(self) -> dict[str, Any]:
         """The JSON record of this replica."""
-        return {"role": self.role, "replica_id": self.replica_id, "state": self.state,
-                "pid": self.pid, "pgid": self.pid, "ticks": self.ticks,
-                "exit_code": self.exit_code, "signal": self.signal, "restarts": self.restarts,
-                "started": self.started, "ended": self.ended, "message": self.message,
-                "hostname": socket.gethostname()}
+        return {
+            "role": self.role,
+            "replica_id": self.replica_id,
+            "state": self.state,
+            "pid": self.pid,
+            "pgid": self.pid,
+            "ticks": self.ticks,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "restarts": self.restarts,
+            "started": self.started,
+            "ended": self.ended,
+            "message": self.message,
+            "hostname": socket.gethostname(),
+        }
 
 
 class Supervisor:
@@ -119,17 +131,28 @@ class Supervisor:
 
     def save(self) -> None:
         """Write state.json atomically."""
-        store.write_json(self.app_dir / "state.json", {
-            "version": store.RECORD_VERSION, "state": self.state, "msg": self.msg,
-            # copied from the request: the final record names its app on its own
-            "name": self.request["app"]["name"], "created": self.request.get("created"),
-            "num_restarts": self.num_restarts, "exit_code": self.exit_code,
-            "structured_error_msg": self.structured_error_msg,
-            "started": self.started, "ended": self.ended,
-            "supervisor": {"pid": os.getpid(), "ticks": store.start_ticks(os.getpid()),
-                           "boot_id": store.boot_id()},
-            "replicas": [r.record() for r in self.replicas],
-        })
+        store.write_json(
+            self.app_dir / "state.json",
+            {
+                "version": store.RECORD_VERSION,
+                "state": self.state,
+                "msg": self.msg,
+                # copied from the request: the final record names its app on its own
+                "name": self.request["app"]["name"],
+                "created": self.request.get("created"),
+                "num_restarts": self.num_restarts,
+                "exit_code": self.exit_code,
+                "structured_error_msg": self.structured_error_msg,
+                "started": self.started,
+                "ended": self.ended,
+                "supervisor": {
+                    "pid": os.getpid(),
+                    "ticks": store.start_ticks(os.getpid()),
+                    "boot_id": store.boot_id(),
+                },
+                "replicas": [r.record() for r in self.replicas],
+            },
+        )
 
     # -- processes ---------------------------------------------------------------------------
 
@@ -150,10 +173,17 @@ class Supervisor:
         rep.exit_code, rep.signal, rep.message, rep.ended = None, None, "", None
         rep.started = time.time()
         try:
-            proc = subprocess.Popen(rep.plan["cmd"], env=env, cwd=rep.plan["cwd"],
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                    start_new_session=True, close_fds=True,
-                                    umask=USER_UMASK)
+            proc = subprocess.Popen(
+                rep.plan["cmd"],
+                env=env,
+                cwd=rep.plan["cwd"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                close_fds=True,
+                umask=USER_UMASK,
+            )
         except OSError as e:
             rep.state, rep.ended = "FAILED", time.time()
             rep.exit_code = 127 if isinstance(e, FileNotFoundError) else 126
@@ -268,7 +298,7 @@ class Supervisor:
 
     def root_cause(self, rep: Replica) -> str:
         """The reply file's traceback if the replica wrote one, else its stderr tail."""
-        how = (f"killed by {rep.signal}" if rep.signal else f"exited with code {rep.exit_code}")
+        how = f"killed by {rep.signal}" if rep.signal else f"exited with code {rep.exit_code}"
         try:
             reply = store.read_json_or_none(rep.log_dir / "error.json")
         except (StoreError, OSError):
@@ -310,8 +340,11 @@ class Supervisor:
             ended = self.reap() + self._exec_failures()
             for rep in sorted(ended, key=lambda r: r.ended or 0):
                 # an app/role restart earlier in this batch may have restarted rep already
-                if rep.state == "FAILED" and rep.pid not in self.by_pid and \
-                        not self.on_failure(rep):
+                if (
+                    rep.state == "FAILED"
+                    and rep.pid not in self.by_pid
+                    and not self.on_failure(rep)
+                ):
                     give_up = rep
                     break
             if give_up is not None:

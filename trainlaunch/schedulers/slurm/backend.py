@@ -59,21 +59,33 @@ class SlurmBatchRequest:
     job_dir: str
 
 
-def run_slurm(argv: Sequence[str], input: str | None = None, check: bool = True,
-              timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+def run_slurm(
+    argv: Sequence[str],
+    input: str | None = None,
+    check: bool = True,
+    timeout: float = COMMAND_TIMEOUT_S,
+) -> subprocess.CompletedProcess[str]:
     """Run one Slurm command; failures become a one-line SchedulerError (Slurm's own words)."""
     try:
-        proc = subprocess.run(list(argv), input=input, capture_output=True, text=True,
-                              timeout=timeout, errors="replace")
+        proc = subprocess.run(
+            list(argv),
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            errors="replace",
+        )
     except FileNotFoundError:
         raise SchedulerUnavailable(
             f"slurm backend unavailable: {argv[0]} not found on PATH",
             hint="install the Slurm client commands (sbatch, squeue, scontrol, scancel) or "
-                 "run on a login node; scripts/slurm-dev-cluster start makes a local test "
-                 "cluster") from None
+            "run on a login node; scripts/slurm-dev-cluster start makes a local test "
+            "cluster",
+        ) from None
     except subprocess.TimeoutExpired:
-        raise SchedulerError(f"{argv[0]} did not answer within {timeout:.0f}s",
-                             hint="is slurmctld up? try `sinfo`") from None
+        raise SchedulerError(
+            f"{argv[0]} did not answer within {timeout:.0f}s", hint="is slurmctld up? try `sinfo`"
+        ) from None
     if check and proc.returncode != 0:
         raise SchedulerError(f"{argv[0]} failed: {last_line(proc.stderr) or proc.returncode}")
     return proc
@@ -119,8 +131,13 @@ class SlurmScheduler(Scheduler):
         resolved = self.run_opts().resolve(cfg, BACKEND)
         job_dir = self._job_dir_template(resolved)
         script = render_script(app, resolved, self.session_name, job_dir)
-        return AppDryRunInfo(request=SlurmBatchRequest(script, job_dir), fmt=_script_of,
-                             app=app, cfg=resolved, scheduler=BACKEND)
+        return AppDryRunInfo(
+            request=SlurmBatchRequest(script, job_dir),
+            fmt=_script_of,
+            app=app,
+            cfg=resolved,
+            scheduler=BACKEND,
+        )
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Submit held, create the job dir and the record, then release the job."""
@@ -133,12 +150,19 @@ class SlurmScheduler(Scheduler):
         try:
             job_dir.mkdir(parents=True, exist_ok=True)
             (job_dir / "sbatch.sh").write_text(req.script, encoding="utf-8")
-            store.write_json(self._index_dir() / f"{job_id}.json", {
-                "app_id": job_id, "session": self.session_name, "created": time.time(),
-                "name": dryrun_info.app.name if dryrun_info.app else "",
-                "job_dir": str(job_dir), "cwd": os.getcwd(),
-                "app": dryrun_info.app.to_dict() if dryrun_info.app else None,
-                "cfg": dict(dryrun_info.cfg)})
+            store.write_json(
+                self._index_dir() / f"{job_id}.json",
+                {
+                    "app_id": job_id,
+                    "session": self.session_name,
+                    "created": time.time(),
+                    "name": dryrun_info.app.name if dryrun_info.app else "",
+                    "job_dir": str(job_dir),
+                    "cwd": os.getcwd(),
+                    "app": dryrun_info.app.to_dict() if dryrun_info.app else None,
+                    "cfg": dict(dryrun_info.cfg),
+                },
+            )
         except (OSError, StoreError) as e:
             run_slurm(["scancel", job_id], check=False)
             raise SchedulerError(f"cannot record slurm job {job_id} (cancelled it): {e}") from None
@@ -160,8 +184,11 @@ class SlurmScheduler(Scheduler):
     def _has_accounting(self) -> bool:
         if self._accounting is None:
             try:
-                proc = run_slurm(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"], check=False,
-                                 timeout=SACCT_TIMEOUT_S)
+                proc = run_slurm(
+                    ["sacct", "-n", "-X", "-j", "1", "-o", "JobID"],
+                    check=False,
+                    timeout=SACCT_TIMEOUT_S,
+                )
                 self._accounting = NO_ACCOUNTING not in proc.stderr.lower()
             except SchedulerError:  # no sacct, or slurmdbd does not answer: do without
                 self._accounting = False
@@ -176,8 +203,10 @@ class SlurmScheduler(Scheduler):
                 raise SchedulerError(f"scontrol failed: {last_line(proc.stderr)}")
             found.update(slurm_status.parse_scontrol(proc.stdout))
         elif job_ids:
-            proc = run_slurm(["squeue", "-h", "-t", "all", "-j", ",".join(job_ids),
-                              "-o", "%i|%T|%j|%r|%N"], check=False)
+            proc = run_slurm(
+                ["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%j|%r|%N"],
+                check=False,
+            )
             if proc.returncode and "invalid job id" not in proc.stderr.lower():
                 raise SchedulerError(f"squeue failed: {last_line(proc.stderr)}")
             found.update(slurm_status.parse_squeue(proc.stdout))
@@ -186,9 +215,20 @@ class SlurmScheduler(Scheduler):
         rest = [j for j in job_ids if j not in found]
         if rest and self._has_accounting():
             try:
-                proc = run_slurm(["sacct", "-n", "-P", "-X", "-j", ",".join(rest),
-                                  "-o", slurm_status.SACCT_FIELDS], check=False,
-                                 timeout=SACCT_TIMEOUT_S)
+                proc = run_slurm(
+                    [
+                        "sacct",
+                        "-n",
+                        "-P",
+                        "-X",
+                        "-j",
+                        ",".join(rest),
+                        "-o",
+                        slurm_status.SACCT_FIELDS,
+                    ],
+                    check=False,
+                    timeout=SACCT_TIMEOUT_S,
+                )
             except SchedulerError:
                 return found  # the callers fall back to the job dir's own record
             if proc.returncode == 0:
@@ -203,11 +243,16 @@ class SlurmScheduler(Scheduler):
         if info is None:
             info = slurm_status.info_from_result(app_id, job_dir)
             if info is None and rec is None:
-                raise AppNotFound(f"no slurm job {app_id} (not in the queue, the accounting "
-                                  "database or trainlaunch's records)",
-                                  hint="`trainlaunch list -s slurm` shows the known apps")
-            why = ("slurm accounting is disabled" if not self._has_accounting()
-                   else "sacct does not know it")
+                raise AppNotFound(
+                    f"no slurm job {app_id} (not in the queue, the accounting "
+                    "database or trainlaunch's records)",
+                    hint="`trainlaunch list -s slurm` shows the known apps",
+                )
+            why = (
+                "slurm accounting is disabled"
+                if not self._has_accounting()
+                else "sacct does not know it"
+            )
             note = f"slurmctld no longer reports job {app_id} and {why}"
             if info is None:
                 info = JobInfo(app_id, "UNKNOWN", source="record")
@@ -215,15 +260,20 @@ class SlurmScheduler(Scheduler):
                 note += "; state from the job's own record"
         app = _app_from(rec)
         status = slurm_status.app_status(info, app, job_dir, note)
-        meta = {"job_dir": str(job_dir) if job_dir else None,
-                "log_dir": str(job_dir) if job_dir else None,
-                "batch_log": str(job_dir / BATCH_LOG) if job_dir else None,
-                "created": (rec or {}).get("created"), "cwd": (rec or {}).get("cwd"),
-                "slurm_state": info.state, "nodes": info.nodes, "source": info.source,
-                "settings": ((rec or {}).get("app") or {}).get("metadata", {}).get(
-                    "trainlaunch", {})}
-        return DescribeAppResponse(app_id=app_id, status=status, app=app,
-                                   cfg=(rec or {}).get("cfg") or {}, metadata=meta)
+        meta = {
+            "job_dir": str(job_dir) if job_dir else None,
+            "log_dir": str(job_dir) if job_dir else None,
+            "batch_log": str(job_dir / BATCH_LOG) if job_dir else None,
+            "created": (rec or {}).get("created"),
+            "cwd": (rec or {}).get("cwd"),
+            "slurm_state": info.state,
+            "nodes": info.nodes,
+            "source": info.source,
+            "settings": ((rec or {}).get("app") or {}).get("metadata", {}).get("trainlaunch", {}),
+        }
+        return DescribeAppResponse(
+            app_id=app_id, status=status, app=app, cfg=(rec or {}).get("cfg") or {}, metadata=meta
+        )
 
     def describe(self, app_id: str) -> DescribeAppResponse:
         """Status, AppDef and job dir of one job (also jobs trainlaunch did not start)."""
@@ -243,12 +293,13 @@ class SlurmScheduler(Scheduler):
         ids = sorted(recs, key=int)
         infos: dict[str, JobInfo] = {}
         for i in range(0, len(ids), 200):
-            chunk = ids[i:i + 200]
+            chunk = ids[i : i + 200]
             infos.update(self._slurm_info(chunk, {j: recs[j].get("name", "") for j in chunk}))
         rows = []
         for job_id, rec in recs.items():
             info = infos.get(job_id) or slurm_status.info_from_result(
-                job_id, Path(rec.get("job_dir", "")))
+                job_id, Path(rec.get("job_dir", ""))
+            )
             state = info.app_state if info else AppState.UNKNOWN
             if info is None:
                 msg = "slurm no longer reports this job and it left no record of its end"
@@ -256,10 +307,16 @@ class SlurmScheduler(Scheduler):
                 msg = f"exit code {info.exit_code} (the job's own record; slurm forgot it)"
             else:
                 msg = f"slurm {info.state}"
-            rows.append(ListAppResponse(
-                job_id, state, make_app_handle(BACKEND, rec.get("session") or self.session_name,
-                                               job_id),
-                rec.get("name", ""), rec.get("created"), msg))
+            rows.append(
+                ListAppResponse(
+                    job_id,
+                    state,
+                    make_app_handle(BACKEND, rec.get("session") or self.session_name, job_id),
+                    rec.get("name", ""),
+                    rec.get("created"),
+                    msg,
+                )
+            )
         rows.sort(key=lambda r: (r.created or 0, r.app_id), reverse=True)
         return rows
 
@@ -272,8 +329,9 @@ class SlurmScheduler(Scheduler):
         deadline = time.monotonic() + CANCEL_TIMEOUT_S
         while not self.describe(app_id).status.is_terminal:
             if time.monotonic() > deadline:
-                raise SchedulerError(f"slurm job {app_id} did not end within "
-                                     f"{CANCEL_TIMEOUT_S:.0f}s of scancel")
+                raise SchedulerError(
+                    f"slurm job {app_id} did not end within {CANCEL_TIMEOUT_S:.0f}s of scancel"
+                )
             time.sleep(0.2)
 
     # -- logs --------------------------------------------------------------------------------
@@ -292,23 +350,35 @@ class SlurmScheduler(Scheduler):
     def _known(self, app_id: str) -> dict[str, Any]:
         rec = self._record(app_id)
         if rec is None:
-            raise AppNotFound(f"slurm job {app_id} was not started by trainlaunch here "
-                              f"(no record under {self._home() / 'slurm' / 'index'})",
-                              hint="its logs are wherever its own --output says")
+            raise AppNotFound(
+                f"slurm job {app_id} was not started by trainlaunch here "
+                f"(no record under {self._home() / 'slurm' / 'index'})",
+                hint="its logs are wherever its own --output says",
+            )
         return rec
 
-    def log_files(self, app_id: str, role_name: str, k: int = 0,
-                  streams: Stream | None = None) -> builtins.list[Path] | None:
+    def log_files(
+        self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
+    ) -> builtins.list[Path] | None:
         """Replica k's stdout/stderr files in the job dir (stdout first for combined)."""
         rec = self._known(app_id)
         if k not in self.log_replicas(app_id, role_name):
             raise AppNotFound(f"slurm job {app_id} role {role_name!r} has no replica {k}")
-        return stream_files(Path(rec["job_dir"]) / role_name / str(k),
-                            Stream(streams or Stream.COMBINED).value)
+        return stream_files(
+            Path(rec["job_dir"]) / role_name / str(k), Stream(streams or Stream.COMBINED).value
+        )
 
-    def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: str | None = None,
-                 since: float | None = None, until: float | None = None,
-                 should_tail: bool = False, streams: Stream | None = None) -> Iterator[str]:
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterator[str]:
         """Lines of replica k's files; with should_tail, follow until the job ends.
 
         since/until are not supported (the files carry no timestamps) and are ignored.

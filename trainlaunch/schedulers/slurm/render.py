@@ -38,10 +38,44 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _TIME = re.compile(r"(\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)", re.I)
 _SIGNAL = re.compile(r"(R:)?(SIG)?([A-Z][A-Z0-9]*|\d+)(@\d+)?", re.I)
 _MEM = re.compile(r"\d+[KMGT]?", re.I)
-_MAIL_TYPES = {"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
-               "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS"}
-_RESERVED = {"!", "[[", "]]", "{", "}", "case", "do", "done", "elif", "else", "esac", "fi",
-             "for", "function", "if", "in", "select", "then", "time", "until", "while"}
+_MAIL_TYPES = {
+    "NONE",
+    "BEGIN",
+    "END",
+    "FAIL",
+    "REQUEUE",
+    "ALL",
+    "INVALID_DEPEND",
+    "STAGE_OUT",
+    "TIME_LIMIT",
+    "TIME_LIMIT_90",
+    "TIME_LIMIT_80",
+    "TIME_LIMIT_50",
+    "ARRAY_TASKS",
+}
+_RESERVED = {
+    "!",
+    "[[",
+    "]]",
+    "{",
+    "}",
+    "case",
+    "do",
+    "done",
+    "elif",
+    "else",
+    "esac",
+    "fi",
+    "for",
+    "function",
+    "if",
+    "in",
+    "select",
+    "then",
+    "time",
+    "until",
+    "while",
+}
 
 
 def slurm_runopts() -> runopts:
@@ -58,15 +92,28 @@ def slurm_runopts() -> runopts:
     o.add("exclusive", bool, "do not share the nodes with other jobs (--exclusive)", False)
     o.add("ntasks_per_node", int, "replicas per node (default 1: a replica is a node)", 1)
     o.add("cpus_per_task", int, "CPUs per replica (default: each role's resource.cpu)")
-    o.add("mem", str, "memory per node, e.g. 64G (default: resource.memMB x replicas per node);"
-          " 'omit' leaves --mem out for clusters that reject memory requests")
+    o.add(
+        "mem",
+        str,
+        "memory per node, e.g. 64G (default: resource.memMB x replicas per node);"
+        " 'omit' leaves --mem out for clusters that reject memory requests",
+    )
     o.add("gpus_per_node", int, "GPUs per node (default: resource.gpu x replicas per node)")
     o.add("gpu_type", str, "GPU type, e.g. a100: --gpus-per-node=TYPE:N")
-    o.add("signal", str, "signal every replica gets before the time limit (SIG@SECONDS; "
-          "'none' = no warning); USR1/USR2 are ignored unless the app handles them", "USR1@90")
+    o.add(
+        "signal",
+        str,
+        "signal every replica gets before the time limit (SIG@SECONDS; "
+        "'none' = no warning); USR1/USR2 are ignored unless the app handles them",
+        "USR1@90",
+    )
     o.add("rdzv_port", int, "rank 0's rendezvous port (default: 20000 + job id % 10000)")
-    o.add("job_dir", str, "job directory for logs and records, on a filesystem the nodes "
-          "share; ${app_id} is the job id (default: $TRAINLAUNCH_HOME/slurm/jobs/${app_id})")
+    o.add(
+        "job_dir",
+        str,
+        "job directory for logs and records, on a filesystem the nodes "
+        "share; ${app_id} is the job id (default: $TRAINLAUNCH_HOME/slurm/jobs/${app_id})",
+    )
     o.add("extra", list, "extra #SBATCH lines for every role, e.g. --reservation=r1;--nice=10")
     return o
 
@@ -93,15 +140,18 @@ def check_cfg(cfg: Mapping[str, CfgVal]) -> None:
     bad("gpu_type", re.compile(r"[A-Za-z0-9_.-]+"), "a GPU type name like a100")
     if cfg.get("signal") and str(cfg["signal"]).lower() != "none":
         if str(cfg["signal"]).upper().startswith(("B:", "RB:", "BR:")):
-            raise UsageError("option 'signal': B: would signal only the batch shell, which "
-                             "ends the job; the replicas get the signal without it")
+            raise UsageError(
+                "option 'signal': B: would signal only the batch shell, which "
+                "ends the job; the replicas get the signal without it"
+            )
         bad("signal", _SIGNAL, "SIGNAL[@SECONDS], e.g. USR1@90 or TERM@120")
     if cfg.get("mem") and str(cfg["mem"]).lower() != "omit":
         bad("mem", _MEM, "a size like 64G or 'omit'")
     for t in str(cfg.get("mail_type") or "").split(","):
         if cfg.get("mail_type") and t.strip().upper() not in _MAIL_TYPES:
-            raise UsageError(f"option 'mail_type': unknown type {t!r}; "
-                             f"valid: {', '.join(sorted(_MAIL_TYPES))}")
+            raise UsageError(
+                f"option 'mail_type': unknown type {t!r}; valid: {', '.join(sorted(_MAIL_TYPES))}"
+            )
     for key in ("ntasks_per_node", "cpus_per_task", "gpus_per_node"):
         n = cfg.get(key)
         if isinstance(n, int) and n < (1 if key == "ntasks_per_node" else 0):
@@ -111,8 +161,9 @@ def check_cfg(cfg: Mapping[str, CfgVal]) -> None:
         raise UsageError(f"option 'rdzv_port' must be a TCP port (1-65535), got {port}")
     for line in cfg.get("extra") or []:  # type: ignore[union-attr]
         if not str(line).startswith("-"):
-            raise UsageError(f"option 'extra': each line is an sbatch option starting with '-', "
-                             f"got {line!r}")
+            raise UsageError(
+                f"option 'extra': each line is an sbatch option starting with '-', got {line!r}"
+            )
 
 
 # --- quoting ------------------------------------------------------------------------------------
@@ -144,8 +195,9 @@ def sbatch_value(text: str) -> str:
 
 
 def _substitute(role: Role) -> Role:
-    values = macros.Values(img_root=role.image, app_id=_APP_ID, replica_id=_REPLICA_ID,
-                           rank0_env=settings.RANK0_HOST)
+    values = macros.Values(
+        img_root=role.image, app_id=_APP_ID, replica_id=_REPLICA_ID, rank0_env=settings.RANK0_HOST
+    )
     return values.apply(role)
 
 
@@ -167,8 +219,7 @@ def render_script(app: AppDef, cfg: Mapping[str, CfgVal], session: str, job_dir:
         lines += [f"#SBATCH {opt}" for opt in _sbatch_options(app, role, cfg, job_dir, first=not i)]
     rank0_nodes = "$SLURM_JOB_NODELIST_HET_GROUP_0" if het else "$SLURM_JOB_NODELIST"
     port = cfg.get("rdzv_port")
-    port_expr = str(port) if port else (
-        f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN}))")
+    port_expr = str(port) if port else (f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN}))")
     lines += [
         "",
         "# Shared by every replica: rank 0 is the first node of the first role.",
@@ -207,7 +258,7 @@ def render_script(app: AppDef, cfg: Mapping[str, CfgVal], session: str, job_dir:
             "fi",
         ]
     lines += [
-        f"printf 'restart=%s exit=%s end=%s\\n' \"${settings.RESTART_COUNT}\" \"$trainlaunch_rc\" "
+        f'printf \'restart=%s exit=%s end=%s\\n\' "${settings.RESTART_COUNT}" "$trainlaunch_rc" '
         f'"${{EPOCHREALTIME:-$(date +%s)}}" >"$trainlaunch_job_dir/{RESULT_FILE}.tmp" &&',
         f'    mv -f "$trainlaunch_job_dir/{RESULT_FILE}.tmp" "$trainlaunch_job_dir/{RESULT_FILE}"',
         'echo "trainlaunch: exit code $trainlaunch_rc"',
@@ -216,8 +267,9 @@ def render_script(app: AppDef, cfg: Mapping[str, CfgVal], session: str, job_dir:
     return "\n".join(lines) + "\n"
 
 
-def _sbatch_options(app: AppDef, role: Role, cfg: Mapping[str, CfgVal], job_dir: str,
-                    first: bool) -> list[str]:
+def _sbatch_options(
+    app: AppDef, role: Role, cfg: Mapping[str, CfgVal], job_dir: str, first: bool
+) -> list[str]:
     """The #SBATCH options of one role's component (job-wide ones on the first)."""
     opts = [f"--job-name={app.name}"]
     if first:
@@ -228,14 +280,16 @@ def _sbatch_options(app: AppDef, role: Role, cfg: Mapping[str, CfgVal], job_dir:
             opts.append(f"--signal={sig}")
         if max(r.max_retries for r in app.roles):
             opts.append("--requeue")
-        for key, flag in (("comment", "comment"), ("mail_user", "mail-user"),
-                          ("mail_type", "mail-type")):
+        for key, flag in (
+            ("comment", "comment"),
+            ("mail_user", "mail-user"),
+            ("mail_type", "mail-type"),
+        ):
             if cfg.get(key):
                 opts.append(f"--{flag}={sbatch_value(str(cfg[key]))}")
     per_node = int(cfg.get("ntasks_per_node") or 1)  # type: ignore[arg-type]
     nodes = -(-role.num_replicas // per_node)
-    opts += [f"--nodes={nodes}", f"--ntasks={role.num_replicas}",
-             f"--ntasks-per-node={per_node}"]
+    opts += [f"--nodes={nodes}", f"--ntasks={role.num_replicas}", f"--ntasks-per-node={per_node}"]
     cpus = cfg.get("cpus_per_task")
     cpus = role.resource.cpu if cpus is None else cpus
     if cpus:
@@ -259,8 +313,16 @@ def _sbatch_options(app: AppDef, role: Role, cfg: Mapping[str, CfgVal], job_dir:
     return opts
 
 
-def _role_step(app: AppDef, index: int, role: Role, cfg: Mapping[str, CfgVal], session: str,
-               job_dir_word: str, het: bool, per_node: int) -> list[str]:
+def _role_step(
+    app: AppDef,
+    index: int,
+    role: Role,
+    cfg: Mapping[str, CfgVal],
+    session: str,
+    job_dir_word: str,
+    het: bool,
+    per_node: int,
+) -> list[str]:
     """The replica script of one role (a quoted here-document) and its srun step."""
     body = replica_script(role, session, job_dir_word, cfg)
     var = f"trainlaunch_role_{index}"
@@ -268,8 +330,11 @@ def _role_step(app: AppDef, index: int, role: Role, cfg: Mapping[str, CfgVal], s
     while end in body.split("\n"):  # an argument line that equals the terminator
         end += "_"
     nodes = -(-role.num_replicas // per_node)
-    srun = ["srun"] + ([f"--het-group={index}"] if het else []) + [
-        f"--nodes={nodes}", f"--ntasks={role.num_replicas}", f"--ntasks-per-node={per_node}"]
+    srun = (
+        ["srun"]
+        + ([f"--het-group={index}"] if het else [])
+        + [f"--nodes={nodes}", f"--ntasks={role.num_replicas}", f"--ntasks-per-node={per_node}"]
+    )
     cpus = cfg.get("cpus_per_task")
     cpus = role.resource.cpu if cpus is None else cpus
     if cpus:
@@ -287,8 +352,7 @@ def _role_step(app: AppDef, index: int, role: Role, cfg: Mapping[str, CfgVal], s
     ]
 
 
-def replica_script(role: Role, session: str, job_dir_word: str,
-                   cfg: Mapping[str, CfgVal]) -> str:
+def replica_script(role: Role, session: str, job_dir_word: str, cfg: Mapping[str, CfgVal]) -> str:
     """What every task of role runs on its node (expanded there, not in the batch script)."""
     r = _substitute(role)
     identity = {
@@ -299,12 +363,16 @@ def replica_script(role: Role, session: str, job_dir_word: str,
         settings.NUM_REPLICAS: str(role.num_replicas),
     }
     env = {**identity, **dict(r.env)}
-    lines = [f"trainlaunch_dir={job_dir_word}/{shlex.quote(role.name)}/{_RUNTIME[_REPLICA_ID]}",
-             f'export {settings.REPLICA_LOG_DIR}="$trainlaunch_dir"']
+    lines = [
+        f"trainlaunch_dir={job_dir_word}/{shlex.quote(role.name)}/{_RUNTIME[_REPLICA_ID]}",
+        f'export {settings.REPLICA_LOG_DIR}="$trainlaunch_dir"',
+    ]
     for name, value in env.items():
         if not _IDENT.fullmatch(name):
-            raise UsageError(f"role {role.name!r}: env name {name!r} is not a shell variable "
-                             "name; the slurm backend cannot set it")
+            raise UsageError(
+                f"role {role.name!r}: env name {name!r} is not a shell variable "
+                "name; the slurm backend cannot set it"
+            )
         lines.append(f"export {name}={shell_word(value)}")
     sig = str(cfg.get("signal") or "")
     m = _SIGNAL.fullmatch(sig) if sig.lower() != "none" else None

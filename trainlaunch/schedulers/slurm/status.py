@@ -57,8 +57,10 @@ WHY = {  # words for the states whose name alone does not say what happened
     "DEADLINE": "the job reached its deadline",
     "REQUEUED": "requeued; it starts again when Slurm allows",
 }
-_FIELD = re.compile(r"(?:^|\s)(JobId|HetJobId|HetJobOffset|JobName|JobState|Reason|Restarts|"
-                    r"ExitCode|NodeList|BatchHost)=(\S*)")
+_FIELD = re.compile(
+    r"(?:^|\s)(JobId|HetJobId|HetJobOffset|JobName|JobState|Reason|Restarts|"
+    r"ExitCode|NodeList|BatchHost)=(\S*)"
+)
 ERROR_TAIL_LINES = 20
 
 
@@ -106,10 +108,16 @@ def parse_scontrol(text: str) -> dict[str, JobInfo]:
         restarts = f.get("Restarts", "")
         job_id = f.get("HetJobId") or f["JobId"]
         out[job_id] = JobInfo(
-            job_id=job_id, state=f.get("JobState", ""), name=f.get("JobName", ""),
-            reason=f.get("Reason", ""), exit_code=rc, signal=sig,
+            job_id=job_id,
+            state=f.get("JobState", ""),
+            name=f.get("JobName", ""),
+            reason=f.get("Reason", ""),
+            exit_code=rc,
+            signal=sig,
             restarts=int(restarts) if restarts.isdigit() else None,
-            nodes=f.get("NodeList", ""), source="scontrol")
+            nodes=f.get("NodeList", ""),
+            source="scontrol",
+        )
     return out
 
 
@@ -123,8 +131,7 @@ def parse_squeue(text: str) -> dict[str, JobInfo]:
         job_id, _, offset = parts[0].partition("+")
         if offset not in ("", "0"):
             continue
-        out[job_id] = JobInfo(job_id, parts[1], parts[2], parts[3], nodes=parts[4],
-                              source="squeue")
+        out[job_id] = JobInfo(job_id, parts[1], parts[2], parts[3], nodes=parts[4], source="squeue")
     return out
 
 
@@ -142,8 +149,15 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
         if offset not in ("", "0"):
             continue
         rc, sig = _exit(parts[3])
-        out[job_id] = JobInfo(job_id, (parts[2].split() or [""])[0], parts[1], exit_code=rc,
-                              signal=sig, nodes=parts[4], source="sacct")
+        out[job_id] = JobInfo(
+            job_id,
+            (parts[2].split() or [""])[0],
+            parts[1],
+            exit_code=rc,
+            signal=sig,
+            nodes=parts[4],
+            source="sacct",
+        )
     return out
 
 
@@ -193,13 +207,15 @@ def tail(path: Path, n: int = ERROR_TAIL_LINES) -> str:
 _STOPPED = (128 + signal.SIGTERM, 128 + signal.SIGKILL)
 
 
-def _replica_state(job: AppState, started: bool, rc: int | None, other_failed: bool
-                   ) -> AppState:
+def _replica_state(job: AppState, started: bool, rc: int | None, other_failed: bool) -> AppState:
     """One replica's state in the current attempt (started: it has a record of it)."""
     if rc == 0:
         return AppState.SUCCEEDED
-    if job.is_terminal and (job == AppState.CANCELLED or other_failed) and (
-            rc is None or rc in _STOPPED):
+    if (
+        job.is_terminal
+        and (job == AppState.CANCELLED or other_failed)
+        and (rc is None or rc in _STOPPED)
+    ):
         return AppState.CANCELLED  # stopped by scancel, or because another replica failed
     if rc is not None:
         return AppState.FAILED
@@ -214,12 +230,18 @@ def info_from_result(job_id: str, job_dir: Path | None) -> JobInfo | None:
     rc = _int(res, "exit")
     if rc is None:
         return None
-    return JobInfo(job_id, "COMPLETED" if rc == 0 else "FAILED", exit_code=rc,
-                   restarts=_int(res, "restart"), source="record")
+    return JobInfo(
+        job_id,
+        "COMPLETED" if rc == 0 else "FAILED",
+        exit_code=rc,
+        restarts=_int(res, "restart"),
+        source="record",
+    )
 
 
-def app_status(info: JobInfo, app: AppDef | None, job_dir: Path | None,
-               note: str = "") -> AppStatus:
+def app_status(
+    info: JobInfo, app: AppDef | None, job_dir: Path | None, note: str = ""
+) -> AppStatus:
     """The app's status from Slurm's view of the job and the replicas' own records."""
     state = info.app_state
     records = {}
@@ -230,12 +252,16 @@ def app_status(info: JobInfo, app: AppDef | None, job_dir: Path | None,
     attempt = info.restarts
     if attempt is None:
         attempt = max((_int(r, "restart") or 0 for r in records.values() if r), default=0)
-    exits = {key: _int(rec, "exit") for key, rec in records.items()
-             if rec is not None and _int(rec, "restart") == attempt}
+    exits = {
+        key: _int(rec, "exit")
+        for key, rec in records.items()
+        if rec is not None and _int(rec, "restart") == attempt
+    }
     # The root cause: the earliest failure that was not a stop signal (srun stops the other
     # replicas with SIGTERM/SIGKILL after the first failure; scancel does the same).
-    failed = sorted((rc in _STOPPED, _float(records[key], "end"), key)
-                    for key, rc in exits.items() if rc)
+    failed = sorted(
+        (rc in _STOPPED, _float(records[key], "end"), key) for key, rc in exits.items() if rc
+    )
     first_key = failed[0][2] if failed and state != AppState.CANCELLED else None
     roles = []
     for role in app.roles if app is not None else ():
@@ -247,22 +273,33 @@ def app_status(info: JobInfo, app: AppDef | None, job_dir: Path | None,
             message = ""
             if rstate == AppState.FAILED and job_dir is not None:
                 message = tail(job_dir / role.name / str(k) / STREAM_FILES["stderr"])
-            reps.append(ReplicaStatus(id=k, state=rstate, role=role.name,
-                                      hostname=(records[key] or {}).get("host", ""),
-                                      exit_code=rc, signal=signal_name(rc), restarts=attempt,
-                                      message=message))
+            reps.append(
+                ReplicaStatus(
+                    id=k,
+                    state=rstate,
+                    role=role.name,
+                    hostname=(records[key] or {}).get("host", ""),
+                    exit_code=rc,
+                    signal=signal_name(rc),
+                    restarts=attempt,
+                    message=message,
+                )
+            )
         roles.append(RoleStatus(role.name, tuple(reps)))
-    first = next((r for r in (x for rs in roles for x in rs.replicas)
-                  if (r.role, r.id) == first_key), None)
+    first = next(
+        (r for r in (x for rs in roles for x in rs.replicas) if (r.role, r.id) == first_key), None
+    )
     msg = f"slurm job {info.job_id} {info.state}"
     if info.state in WHY:
         msg += f": {WHY[info.state]}"
     if info.reason and info.reason not in ("None", "(null)") and not state.is_terminal:
         msg += f" ({info.reason})"
     if first is not None and state in (AppState.FAILED, AppState.RUNNING):
-        msg += (f"; {first.role}/{first.id} exited with {first.exit_code}"
-                + (f" ({first.signal})" if first.signal else "")
-                + (f" on {first.hostname}" if first.hostname else ""))
+        msg += (
+            f"; {first.role}/{first.id} exited with {first.exit_code}"
+            + (f" ({first.signal})" if first.signal else "")
+            + (f" on {first.hostname}" if first.hostname else "")
+        )
     if note:
         msg += f" [{note}]"
     exit_code = None
@@ -273,7 +310,11 @@ def app_status(info: JobInfo, app: AppDef | None, job_dir: Path | None,
         if not exit_code and info.signal:
             exit_code = 128 + info.signal
     return AppStatus(
-        state=state, num_restarts=attempt, msg=msg,
+        state=state,
+        num_restarts=attempt,
+        msg=msg,
         structured_error_msg=first.message if first is not None else "",
-        ui_url=f"file://{job_dir}" if job_dir else None, roles=tuple(roles),
-        exit_code=exit_code)
+        ui_url=f"file://{job_dir}" if job_dir else None,
+        roles=tuple(roles),
+        exit_code=exit_code,
+    )
