@@ -21,6 +21,7 @@ from trainlaunch.errors import UsageError, WaitTimeout
 from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppStatus, CfgVal, macros, runopts
+from trainlaunch.stacks import RankStack
 
 DEFAULT_SESSION = "trainlaunch"
 
@@ -213,6 +214,17 @@ class Runner:
         """Replica ids of a role."""
         sched, h = self._parse(app_handle)
         return sched.log_replicas(h.app_id, role_name)
+
+    def stacks(self, app_handle: str, native: bool = False) -> builtins.list[RankStack]:
+        """Where every rank of a running app is now; UsageError once the app has ended."""
+        sched, h = self._parse(app_handle)
+        status = sched.describe(h.app_id).status
+        if status.is_terminal:
+            raise UsageError(
+                f"{app_handle} has ended ({status.state.name}): no rank left to dump",
+                hint="`trainlaunch status` says how it ended, `trainlaunch logs` what it printed",
+            )
+        return sched.stacks(h.app_id, native)
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         """The typed options of one backend."""

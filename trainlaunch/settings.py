@@ -50,6 +50,11 @@ GPU_COUNT = (
     "TRAINLAUNCH_GPU_COUNT"  # override the visible-GPU count (tests; machines w/o nvidia-smi)
 )
 
+# --- hangs and stack dumps (docs/hangs.md) ---------------------------------------------------
+# per-rank file ({rank} filled in by the rank) that trainlaunch.rank.heartbeat() touches; the
+# local supervisor's hang watchdog and `status` read its modification time as progress
+HEARTBEAT_PATH = "TRAINLAUNCH_HEARTBEAT_PATH"
+
 BUILTIN_STRATEGIES: frozenset[str] = frozenset(
     {"all_ranks", "single_rank", "sampled", "first_rank_per_node"}
 )

@@ -248,6 +248,7 @@ class NodeAgent:
         if w.exit_code is None or w.local_rank in self.order:
             return
         self.order[w.local_rank] = next(self.counter)
+        self.record.update(workers=self._worker_rows())  # `stack` shows it exited, with its code
         fd = self.exit_fds.pop(w.local_rank, None)
         if fd is not None:  # a pidfd stays readable: keeping it would spin the selector
             self.sel.unregister(fd)

@@ -50,6 +50,9 @@ def status_doc(handle: str, resp: DescribeAppResponse) -> dict[str, Any]:
         "ui_url": st.ui_url,
         "structured_error_msg": st.structured_error_msg,
         "roles": [r.to_dict() for r in st.roles],
+        "stall": resp.metadata.get("stall") or None,  # docs/hangs.md
+        "progress": resp.metadata.get("progress"),
+        "hang": resp.metadata.get("hang"),
     }
 
 
@@ -76,12 +79,13 @@ def replica_rows(st: AppStatus) -> list[tuple[str, str, str, str, str]]:
 def status_text(handle: str, resp: DescribeAppResponse) -> str:
     """Plain-text `status` (used when stdout is not a terminal)."""
     st = resp.status
-    lines = [f"{handle}", f"  state:    {st.state.name}"]
+    stall = resp.metadata.get("stall") or ""
+    lines = [f"{handle}", f"  state:    {st.state.name}" + (f" ({stall})" if stall else "")]
     if st.exit_code is not None:
         lines.append(f"  exit:     {st.exit_code}")
     if st.num_restarts:
         lines.append(f"  restarts: {st.num_restarts}")
-    if st.msg:
+    if st.msg and st.msg != stall:
         lines.append(f"  message:  {st.msg}")
     if resp.metadata.get("log_dir"):
         lines.append(f"  logs:     {resp.metadata['log_dir']}")
@@ -90,11 +94,33 @@ def status_text(handle: str, resp: DescribeAppResponse) -> str:
         extra = f" exit={code}" if code else ""
         extra += f" restarts={restarts}" if restarts != "0" else ""
         lines.append(f"    {name:<20} {state:<10}{extra}")
+    lines.extend(hang_lines(resp.metadata))
     failed = first_failure(st)
     if failed and failed.message:
         lines.append("  root cause:")
         lines.extend(f"    {line}" for line in failed.message.splitlines())
     return "\n".join(lines)
+
+
+def hang_lines(meta: Mapping[str, Any]) -> list[str]:
+    """Per-rank time since progress (stragglers) and the watchdog's last hang dump."""
+    lines = []
+    if meta.get("progress"):
+        lines.append("  ranks (time since last output, metrics or heartbeat):")
+        for p in meta["progress"]:
+            if p.get("running"):
+                how = f"{p['idle_s']:.0f}s" + ("  STALLED" if p.get("stalled") else "")
+            else:
+                how = "exited" + ("" if p.get("exit_code") is None else f" ({p['exit_code']})")
+            lines.append(f"    rank {p['rank']:<4} {p['role']}/{p['replica_id']:<6} {how}")
+    hang = meta.get("hang")
+    if hang:
+        lines.append(
+            f"  hang:     #{hang.get('hangs')} at {when(hang.get('at'))}: no progress for "
+            f"{hang.get('idle_s')}s; action: {hang.get('action')}; stacks: {hang.get('dump')}"
+        )
+        lines.extend(f"    {line}" for line in hang.get("summary") or [])
+    return lines
 
 
 def list_doc(rows: Iterable[ListAppResponse]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from trainlaunch.rank._heartbeat import heartbeat
 from trainlaunch.rank.metrics import (
     DEFAULT_BUFFER_SIZE,
     MetricLogger,
@@ -63,6 +64,7 @@ __all__ = [
     "derive_seed",
     "get_export_strategy",
     "get_rng_state",
+    "heartbeat",
     "init_all_rng",
     "rank_info",
     "register_export_strategy",

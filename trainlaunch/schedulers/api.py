@@ -16,7 +16,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from trainlaunch.errors import SchedulerError
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, runopts
+from trainlaunch.stacks import RankStack
 
 
 class Stream(str, enum.Enum):
@@ -123,6 +125,10 @@ class Scheduler(abc.ABC):
         if resp.app is None:
             return [0]
         return list(range(resp.app.role(role_name).num_replicas))
+
+    def stacks(self, app_id: str, native: bool = False) -> builtins.list[RankStack]:
+        """Every rank's stack right now (py-spy dumps taken together); see docs/hangs.md."""
+        raise SchedulerError(f"`stack` is not supported by the {self.backend} backend")
 
     def close(self) -> None:  # noqa: B027 (optional hook, deliberately not abstract)
         """Release resources (nothing by default)."""

@@ -21,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import settings, store
-from trainlaunch.errors import AppNotFound, SchedulerError, StoreError
+from trainlaunch.errors import AppNotFound, SchedulerError, StoreError, UsageError
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.schedulers.local import hangs as local_hangs
 from trainlaunch.schedulers.local import state as local_state
+from trainlaunch.schedulers.local import watchdog as local_watchdog
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files, time_span
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, CfgVal, macros, runopts
+from trainlaunch.stacks import RankStack
 
 BACKEND = "local"
 
@@ -82,6 +85,13 @@ class LocalScheduler(Scheduler):
             int,
             "number of visible GPUs (default: $TRAINLAUNCH_GPU_COUNT or nvidia-smi -L)",
         )
+        opts.add(
+            "hang_timeout",
+            float,
+            "seconds without output, metrics or heartbeat from any rank that count as a hang "
+            "(default: off; docs/hangs.md)",
+        )
+        opts.add("on_hang", str, "after a hang: none (report), stop, restart", default="none")
         return opts
 
     def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
@@ -93,6 +103,11 @@ class LocalScheduler(Scheduler):
 
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
         """Plan every replica's command, env and directories (no side effects but a port probe)."""
+        on_hang = cfg.get("on_hang")
+        if on_hang is not None and on_hang not in local_watchdog.ON_HANG:
+            raise UsageError(
+                f"on_hang must be one of {', '.join(local_watchdog.ON_HANG)}, got {on_hang!r}"
+            )
         app_id = store.new_app_id(app.name)
         cwd = os.path.abspath(str(cfg.get("cwd") or os.getcwd()))
         gpu_slices = self._gpu_slices(app, cfg)
@@ -117,6 +132,9 @@ class LocalScheduler(Scheduler):
                 env[settings.APP_ID] = app_id
                 replica_dir = store.store_root(self.environ) / "apps" / app_id / log_dir
                 env[settings.REPLICA_LOG_DIR] = str(replica_dir)
+                env[settings.HEARTBEAT_PATH] = str(
+                    store.store_root(self.environ) / "apps" / app_id / "heartbeat" / "rank{rank}"
+                )
                 env.setdefault("TORCHELASTIC_ERROR_FILE", str(replica_dir / "error.json"))
                 env[settings.HANDLE] = make_app_handle(BACKEND, self.session_name, app_id)
                 slice_ = gpu_slices.get((role.name, i))
@@ -222,11 +240,12 @@ class LocalScheduler(Scheduler):
         """Read the records and derive the truthful state."""
         path = self._dir(app_id)
         request = read_request(path)
-        status = local_state.derive_status(path, request)
+        status = local_hangs.with_stall(path, request, local_state.derive_status(path, request))
         app = None
         with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError, StoreError):
             app = AppDef.from_dict(request["app"])
         meta = {
+            **local_hangs.hang_metadata(path, request, status),
             "app_dir": str(path),
             "log_dir": str(path / "logs"),
             "created": request.get("created"),
@@ -283,6 +302,11 @@ class LocalScheduler(Scheduler):
         path = self._dir(app_id)
         request = read_request(path)
         local_state.cancel(path, request)
+
+    def stacks(self, app_id: str, native: bool = False) -> builtins.list[RankStack]:
+        """py-spy dumps of every rank, taken together (see local/hangs.py)."""
+        path = self._dir(app_id)
+        return local_hangs.dump_app(path, read_request(path), native)
 
     def log_replicas(self, app_id: str, role_name: str) -> builtins.list[int]:
         """Replica ids of the role, from the request."""

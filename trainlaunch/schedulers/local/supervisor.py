@@ -23,6 +23,7 @@ from typing import Any
 
 from trainlaunch import settings, store
 from trainlaunch.errors import StoreError
+from trainlaunch.schedulers.local.watchdog import Watchdog
 
 STDERR_TAIL_LINES = 20
 TIMELINE_INTERVAL_S = 1.0  # granularity of `logs --since/--until` on the local backend
@@ -118,6 +119,7 @@ class Supervisor:
         self.started = time.time()
         self.ended: float | None = None
         self.stop_requested = False
+        self.watchdog = Watchdog(self)  # hang detection (hang_timeout/on_hang options)
         self._wake_r, wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(wake_w, False)
@@ -361,6 +363,10 @@ class Supervisor:
             if not self._exec_failures(peek=True):
                 self.wait_signals(TIMELINE_INTERVAL_S)
                 self.sample_timelines()
+                if self.watchdog.tick():  # a hang with on_hang=stop (or no restart left)
+                    self.terminate(self.replicas, "CANCELLED")
+                    self.state, self.msg = "FAILED", self.watchdog.message
+                    break
         self.ended = time.time()
         self.save()
         return 0
