@@ -54,6 +54,19 @@ from trainlaunch.cli import output
     is_flag=True,
     help="With --wait/--log: exit with the failing replica's exit code instead of 1.",
 )
+@click.option(
+    "--hang-timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="A hang: no output, metrics or heartbeat from any rank this long (cfg hang_timeout).",
+)
+@click.option(
+    "--on-hang",
+    type=click.Choice(["none", "stop", "restart"]),
+    default=None,
+    help="After a hang: report only (none), stop, or restart the app (cfg on_hang).",
+)
 @output.json_option
 @click.argument("component")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -70,6 +83,8 @@ def command(
     metrics_path: str | None,
     show_secrets: bool,
     app_exit_code: bool,
+    hang_timeout: float | None,
+    on_hang: str | None,
     as_json: bool,
     component: str,
     args: tuple[str, ...],
@@ -107,6 +122,8 @@ def command(
         cfg = {k: v for k, v in cfg.items() if v is not None}
         for text in cfgs:
             cfg.update(opts.cfg_from_str(text, sched))
+        hang = {"hang_timeout": hang_timeout, "on_hang": on_hang}  # docs/hangs.md
+        cfg.update({k: v for k, v in hang.items() if v is not None})
         try:
             info = runner.dryrun_component(component, list(args), sched, cfg, rank_settings)
         except HelpRequested as h:

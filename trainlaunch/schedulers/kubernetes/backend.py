@@ -321,6 +321,16 @@ class KubernetesScheduler(Scheduler):
         reader = LogReader(api, ns, name, selector, container, self.poll_interval)
         return reader.lines(k, re.compile(regex) if regex else None, since, until, should_tail)
 
+    def stacks(self, app_id: str, native: bool = False) -> builtins.list[Any]:
+        """Not supported yet (docs/hangs.md says why)."""
+        raise SchedulerError(
+            "`stack` is not supported on kubernetes yet: py-spy must run inside each pod "
+            "(exec) with CAP_SYS_PTRACE, and trainlaunch's pods neither ship py-spy nor "
+            "get that capability",
+            hint="kubectl exec POD -- py-spy dump --pid 1 in an image with py-spy, "
+            "run with securityContext.capabilities.add: [SYS_PTRACE]",
+        )
+
     def log_replicas(self, app_id: str, role_name: str) -> builtins.list[int]:
         """Every completion index of the role's Job."""
         ns, name = parse_app_id(app_id)

@@ -29,6 +29,7 @@ from trainlaunch.errors import (
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files
+from trainlaunch.schedulers.slurm import stacks as slurm_stacks
 from trainlaunch.schedulers.slurm import status as slurm_status
 from trainlaunch.schedulers.slurm.render import (
     BACKEND,
@@ -39,6 +40,7 @@ from trainlaunch.schedulers.slurm.render import (
 )
 from trainlaunch.schedulers.slurm.status import JobInfo
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, macros, runopts
+from trainlaunch.stacks import RankStack
 
 COMMAND_TIMEOUT_S = 60.0
 SACCT_TIMEOUT_S = 20.0  # a slow accounting database must not block status for long
@@ -388,6 +390,14 @@ class SlurmScheduler(Scheduler):
             yield from read_lines(files, regex)
             return
         yield from follow_lines(files, regex, lambda: self.status(app_id).is_terminal)
+
+    def stacks(self, app_id: str, native: bool = False) -> builtins.list[RankStack]:
+        """Every rank's stack: one ``srun --overlap`` step runs py-spy on each node."""
+        rec = self._known(app_id)
+        app = _app_from(rec)
+        if app is None:
+            raise AppNotFound(f"slurm job {app_id} has no readable AppDef in its record")
+        return slurm_stacks.dump_job(app_id, Path(rec["job_dir"]), app, native, run_slurm)
 
     def status(self, app_id: str) -> AppStatus:
         """Shortcut: describe(app_id).status."""

@@ -1,0 +1,57 @@
+"""`trainlaunch stack` on the real Slurm cluster: ranks of both nodes, dumped through srun."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.slurm.conftest import run_app, wait_for
+from trainlaunch.schedulers.slurm.backend import SlurmScheduler
+from trainlaunch.specs import AppState
+
+REPO = Path(__file__).resolve().parents[2]
+SILENT = REPO / "tests" / "fixtures" / "ddp" / "silent.py"
+
+
+def test_stack_of_a_two_node_job_shows_ranks_from_both_nodes(
+    slurm: SlurmScheduler, two_nodes: None
+) -> None:
+    from components.dist import ddp
+
+    app = ddp(str(SILENT), nnodes="2", nproc_per_node="2", env={"EXIT_RANK": "3"})
+    job_id = run_app(slurm, app)
+    role = app.roles[0].name
+    wait_for(
+        slurm,
+        job_id,
+        lambda st: (
+            st.state == AppState.RUNNING
+            and sum("started" in ln for k in (0, 1) for ln in slurm.log_iter(job_id, role, k)) == 4
+        ),
+    )
+    env = {**os.environ, "TRAINLAUNCH_CONFIG": "", "PYTHONPATH": str(REPO)}
+    handle = f"slurm://trainlaunch/{job_id}"
+    cmd = [sys.executable, "-m", "trainlaunch", "stack"]
+    proc = subprocess.run(
+        [*cmd, "--json", handle], capture_output=True, text=True, env=env, timeout=180
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    ranks = {r["rank"]: r for r in doc["ranks"]}
+    assert sorted(ranks) == [0, 1, 2, 3]
+    assert [ranks[r]["host"] for r in range(4)] == ["n1", "n1", "n2", "n2"]
+    assert ranks[3]["state"] == "exited" and ranks[3]["exit_code"] == 0
+    (running,) = [g for g in doc["groups"] if g["state"] == "running"]
+    assert running["ranks"] == [0, 1, 2] and running["hosts"] == ["n1", "n2"]
+    assert running["headline"].startswith("<module> at silent.py:")
+    text = subprocess.run(
+        [*cmd, "--summary", handle], capture_output=True, text=True, env=env, timeout=180
+    )
+    assert text.stdout.splitlines() == [
+        "rank 3: exited with code 0",
+        f"ranks 0-2: {running['headline']}",
+    ], text
+    slurm.cancel(job_id)

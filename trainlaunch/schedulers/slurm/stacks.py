@@ -1,0 +1,126 @@
+"""``trainlaunch stack`` on Slurm: py-spy on every node of the job in one ``srun --overlap`` step.
+
+The ranks come from the job dir: each dist.ddp replica's ``agent.json`` (global rank, pid,
+exit code of every worker) and its ``replica.status`` (the node it runs on). One job step with
+one task per node runs ``python -m trainlaunch.stackdump`` there; each task dumps the ranks of
+its own node (``$SLURMD_NODENAME``) in parallel and prints them as JSON. Replicas that are not
+node agents record no rank pids, so they cannot be dumped (said per replica).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trainlaunch.agent.state import read_agent_state
+from trainlaunch.errors import SchedulerError
+from trainlaunch.schedulers.slurm.render import STATUS_FILE
+from trainlaunch.schedulers.slurm.status import read_kv
+from trainlaunch.specs import AppDef
+from trainlaunch.stackdump import PYSPY_TIMEOUT_S, Target
+from trainlaunch.stacks import ERROR, RankStack
+
+SRUN_EXTRA_S = 60.0  # on top of py-spy's own timeout: starting a step on every node
+
+
+def _code(value: Any) -> int | None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return 128 - value if value < 0 else value
+
+
+def job_targets(job_dir: Path, app: AppDef) -> tuple[list[Target], list[str]]:
+    """The ranks of every node-agent replica, and a note for each replica without any."""
+    targets: list[Target] = []
+    notes: list[str] = []
+    for role in app.roles:
+        for k in range(role.num_replicas):
+            rdir = job_dir / role.name / str(k)
+            host = (read_kv(rdir / STATUS_FILE) or {}).get("host", "")
+            agent = read_agent_state(str(rdir))
+            workers = (agent or {}).get("workers") or []
+            if not host or not workers:
+                why = "not started yet" if host else "not running yet"
+                if host and "trainlaunch.agent" not in role.args[:2]:
+                    why = "not a dist.ddp node agent: its rank pids are not recorded"
+                notes.append(f"{role.name}/{k}: {why}")
+                continue
+            for w in workers:
+                code = _code(w.get("exit_code"))
+                targets.append(
+                    Target(
+                        rank=int(w["rank"]),
+                        pid=w.get("pid"),
+                        host=host,
+                        role=role.name,
+                        replica_id=k,
+                        exit_code=code,
+                        ended=code is not None or agent.get("state") != "RUNNING",  # type: ignore[union-attr]
+                    )
+                )
+    return targets, notes
+
+
+def node_python(app: AppDef) -> str:
+    """The interpreter the node agents run with (it has trainlaunch and py-spy)."""
+    for role in app.roles:
+        if "trainlaunch.agent" in role.args[:2]:
+            return role.entrypoint
+    return "python3"
+
+
+def dump_job(
+    job_id: str,
+    job_dir: Path,
+    app: AppDef,
+    native: bool,
+    run: Callable[..., Any],
+) -> list[RankStack]:
+    """Every rank's stack; ``run`` is the backend's run_slurm (one srun step on all nodes)."""
+    targets, notes = job_targets(job_dir, app)
+    if not targets:
+        raise SchedulerError(
+            f"slurm job {job_id}: no rank to dump ({'; '.join(notes) or 'no replica records'})",
+            hint="`trainlaunch stack` on Slurm needs dist.ddp replicas (their agents record "
+            "the rank pids)",
+        )
+    live = [t for t in targets if not t.ended]
+    nodes = sorted({t.host for t in live})
+    found: dict[int, RankStack] = {}
+    if nodes:
+        argv = [
+            "srun",
+            "--overlap",
+            f"--jobid={job_id}",
+            f"--nodelist={','.join(nodes)}",
+            f"--nodes={len(nodes)}",
+            f"--ntasks={len(nodes)}",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=0",
+            node_python(app),
+            "-m",
+            "trainlaunch.stackdump",
+            *(["--native"] if native else []),
+            json.dumps([t.to_dict() for t in live]),
+        ]
+        proc = run(argv, check=False, timeout=PYSPY_TIMEOUT_S + SRUN_EXTRA_S)
+        for line in proc.stdout.splitlines():
+            try:
+                found.update({s.rank: s for s in map(RankStack.from_dict, json.loads(line))})
+            except (ValueError, TypeError, KeyError):
+                continue
+        err = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.strip()), "")
+    out = []
+    for t in targets:
+        if t.ended:
+            out.append(t.stack(state="exited", exit_code=t.exit_code))
+        elif t.rank in found:
+            out.append(found[t.rank])
+        else:
+            out.append(t.stack(state=ERROR, error=f"node {t.host} did not answer ({err})"))
+    return out
+
+
+__all__ = ["dump_job", "job_targets", "node_python"]
