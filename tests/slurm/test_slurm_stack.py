@@ -54,4 +54,16 @@ def test_stack_of_a_two_node_job_shows_ranks_from_both_nodes(
         "rank 3: exited with code 0",
         f"ranks 0-2: {running['headline']}",
     ], text
+    # stragglers: status shows each rank's time since its last output
+    status = subprocess.run(
+        [sys.executable, "-m", "trainlaunch", "status", "--json", handle],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    rows = {p["rank"]: p for p in json.loads(status.stdout)["progress"]}
+    assert sorted(rows) == [0, 1, 2, 3]
+    assert all(rows[r]["running"] and rows[r]["idle_s"] >= 0 for r in (0, 1, 2))
+    assert not rows[3]["running"] and rows[3]["exit_code"] == 0
     slurm.cancel(job_id)

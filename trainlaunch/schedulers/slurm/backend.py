@@ -29,6 +29,7 @@ from trainlaunch.errors import (
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files
+from trainlaunch.schedulers.progress import progress_rows
 from trainlaunch.schedulers.slurm import stacks as slurm_stacks
 from trainlaunch.schedulers.slurm import status as slurm_status
 from trainlaunch.schedulers.slurm.render import (
@@ -273,6 +274,9 @@ class SlurmScheduler(Scheduler):
             "source": info.source,
             "settings": ((rec or {}).get("app") or {}).get("metadata", {}).get("trainlaunch", {}),
         }
+        if status.state == AppState.RUNNING and app is not None and job_dir is not None:
+            ranks = slurm_stacks.job_progress(app_id, job_dir, app)  # stragglers (docs/hangs.md)
+            meta["progress"] = progress_rows(ranks, time.time())
         return DescribeAppResponse(
             app_id=app_id, status=status, app=app, cfg=(rec or {}).get("cfg") or {}, metadata=meta
         )

@@ -16,19 +16,14 @@ from typing import Any
 
 from trainlaunch.agent.state import read_agent_state
 from trainlaunch.errors import SchedulerError
+from trainlaunch.schedulers.progress import RankProgress, agent_ranks, shell_code
 from trainlaunch.schedulers.slurm.render import STATUS_FILE
 from trainlaunch.schedulers.slurm.status import read_kv
-from trainlaunch.specs import AppDef
+from trainlaunch.specs import AppDef, macros
 from trainlaunch.stackdump import PYSPY_TIMEOUT_S, Target
 from trainlaunch.stacks import ERROR, RankStack
 
 SRUN_EXTRA_S = 60.0  # on top of py-spy's own timeout: starting a step on every node
-
-
-def _code(value: Any) -> int | None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        return None
-    return 128 - value if value < 0 else value
 
 
 def job_targets(job_dir: Path, app: AppDef) -> tuple[list[Target], list[str]]:
@@ -48,7 +43,7 @@ def job_targets(job_dir: Path, app: AppDef) -> tuple[list[Target], list[str]]:
                 notes.append(f"{role.name}/{k}: {why}")
                 continue
             for w in workers:
-                code = _code(w.get("exit_code"))
+                code = shell_code(w.get("exit_code"))
                 targets.append(
                     Target(
                         rank=int(w["rank"]),
@@ -61,6 +56,20 @@ def job_targets(job_dir: Path, app: AppDef) -> tuple[list[Target], list[str]]:
                     )
                 )
     return targets, notes
+
+
+def job_progress(job_id: str, job_dir: Path, app: AppDef) -> list[RankProgress]:
+    """Every dist.ddp rank's progress from the job dir (status's straggler view on Slurm)."""
+    out: list[RankProgress] = []
+    for role in app.roles:
+        env = {k: v.replace(macros.app_id, job_id) for k, v in role.env.items()}
+        for k in range(role.num_replicas):
+            rdir = job_dir / role.name / str(k)
+            agent = read_agent_state(str(rdir))
+            live = bool(agent) and agent.get("state") == "RUNNING"  # type: ignore[union-attr]
+            start = float((read_kv(rdir / STATUS_FILE) or {}).get("start") or 0.0)
+            out.extend(agent_ranks(agent, role.name, k, env, start, live, check_pids=False))
+    return sorted(out, key=lambda r: r.rank)
 
 
 def node_python(app: AppDef) -> str:
@@ -123,4 +132,4 @@ def dump_job(
     return out
 
 
-__all__ = ["dump_job", "job_targets", "node_python"]
+__all__ = ["dump_job", "job_progress", "job_targets", "node_python"]

@@ -1,0 +1,145 @@
+"""Per-rank progress, shared by the file-based backends (local, Slurm): stragglers and hangs.
+
+A rank's progress is the newest modification time of its output files, its metrics file and
+its heartbeat file (``trainlaunch.rank.heartbeat()``), never older than the start of its
+current attempt. A dist.ddp replica is a node agent: its ``agent.json`` names each worker's
+global rank, pid and exit code, and each rank writes ``<attempt_dir>/<local_rank>/*.log``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainlaunch import settings, store
+
+
+@dataclasses.dataclass(frozen=True)
+class RankProgress:
+    """One rank, as the records describe it now."""
+
+    rank: int
+    role: str
+    replica_id: int
+    pid: int | None
+    ticks: int | None
+    running: bool  # the process is (still) the live one recorded
+    exit_code: int | None
+    started: float  # progress baseline: when this rank's current attempt began
+    files: tuple[Path, ...]  # output, metrics and heartbeat files
+
+    def last_progress(self) -> float:
+        """The latest of the attempt's start and any progress file's modification time."""
+        last = self.started
+        for f in self.files:
+            try:
+                last = max(last, f.stat().st_mtime)
+            except OSError:
+                continue
+        return last
+
+
+def rank_file(template: str | None, rank: int) -> Path | None:
+    """A per-rank file from a path template (``{rank}``; a directory gets rank{rank}.jsonl)."""
+    if not template:
+        return None
+    path = template
+    if path.endswith("/"):
+        path += settings.DEFAULT_METRICS_FILE
+    return Path(path.replace("{rank}", str(rank)))
+
+
+def extra_files(env: Mapping[str, str], rank: int) -> list[Path]:
+    """The rank's metrics and heartbeat files named by the injected settings."""
+    files = [rank_file(env.get(settings.METRICS_PATH), rank)]
+    files.append(rank_file(env.get(settings.HEARTBEAT_PATH), rank))
+    return [f for f in files if f is not None]
+
+
+def shell_code(value: Any) -> int | None:
+    """Popen's -N (killed by signal N) as the shell's 128+N."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return 128 - value if value < 0 else value
+
+
+def agent_ranks(
+    agent: Mapping[str, Any] | None,
+    role: str,
+    replica_id: int,
+    env: Mapping[str, str],
+    started: float,
+    live: bool,
+    check_pids: bool = True,
+) -> list[RankProgress]:
+    """The workers a node agent recorded (check_pids: only where /proc shows this host's)."""
+    if not agent or not agent.get("attempt_dir"):
+        return []
+    adir = Path(agent["attempt_dir"])
+    out = []
+    for w in agent.get("workers", []):
+        if not isinstance(w, Mapping) or not isinstance(w.get("rank"), int):
+            continue
+        rank, lr, pid = w["rank"], w.get("local_rank", 0), w.get("pid")
+        code = shell_code(w.get("exit_code"))
+        running = live and code is None
+        if running and check_pids:
+            running = store.same_process_alive(pid, w.get("ticks"))
+        try:
+            begun = (adir / str(lr)).stat().st_mtime  # created when the attempt started
+        except OSError:
+            begun = float(agent.get("updated") or 0.0)
+        out.append(
+            RankProgress(
+                rank=rank,
+                role=role,
+                replica_id=replica_id,
+                pid=pid,
+                ticks=w.get("ticks"),
+                running=running,
+                exit_code=code,
+                started=max(started, begun),
+                files=(
+                    adir / str(lr) / "stdout.log",
+                    adir / str(lr) / "stderr.log",
+                    *extra_files(env, rank),
+                ),
+            )
+        )
+    return out
+
+
+def progress_rows(
+    ranks: Sequence[RankProgress], now: float, timeout: float | None = None
+) -> list[dict[str, Any]]:
+    """Per rank: state and seconds since its last progress (status's straggler view)."""
+    rows = []
+    for r in ranks:
+        last = r.last_progress()
+        idle = max(0.0, now - last)
+        rows.append(
+            {
+                "rank": r.rank,
+                "role": r.role,
+                "replica_id": r.replica_id,
+                "pid": r.pid,
+                "running": r.running,
+                "exit_code": r.exit_code,
+                "last_progress": round(last, 3),
+                "idle_s": round(idle, 1) if r.running else None,
+                "stalled": bool(r.running and timeout is not None and idle >= timeout),
+            }
+        )
+    return rows
+
+
+__all__ = [
+    "RankProgress",
+    "agent_ranks",
+    "extra_files",
+    "progress_rows",
+    "rank_file",
+    "shell_code",
+]
