@@ -67,3 +67,28 @@ def test_stack_of_a_two_node_job_shows_ranks_from_both_nodes(
     assert all(rows[r]["running"] and rows[r]["idle_s"] >= 0 for r in (0, 1, 2))
     assert not rows[3]["running"] and rows[3]["exit_code"] == 0
     slurm.cancel(job_id)
+
+
+def _watchdog_record(job_dir: Path) -> dict | None:
+    path = job_dir / "watchdog.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def test_hang_watchdog_dumps_every_node_then_requeues_then_stops(
+    slurm: SlurmScheduler, two_nodes: None
+) -> None:
+    from components.dist import ddp
+
+    app = ddp(str(SILENT), nnodes="2", nproc_per_node="2", max_retries=1)
+    job_id = run_app(slurm, app, {"hang_timeout": 3, "on_hang": "restart"})
+    job_dir = Path(slurm.describe(job_id).metadata["job_dir"])
+    first = wait_for(slurm, job_id, lambda st: st.num_restarts == 1)
+    assert first.num_restarts == 1
+    st = wait_for(slurm, job_id)  # the second hang finds no restart left: scancel
+    assert st.state == AppState.CANCELLED and st.num_restarts == 1
+    rec = _watchdog_record(job_dir)
+    assert rec is not None and rec["hangs"] == 2 and rec["action"] == "stop"
+    assert [s.split(" at ")[0] for s in rec["summary"]] == ["ranks 0-3: <module>"]
+    assert "[n1, n2]" in (job_dir / "hang-1.txt").read_text()
+    assert json.loads((job_dir / "hang-2.json").read_text())["groups"][0]["hosts"] == ["n1", "n2"]
+    assert slurm.describe(job_id).metadata["hang"]["action"] == "stop"

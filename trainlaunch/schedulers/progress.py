@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import settings, store
+from trainlaunch.stacks import rank_list
+
+NO_PROGRESS = "no output or metrics from any rank"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +114,32 @@ def agent_ranks(
     return out
 
 
+def duration(seconds: float) -> str:
+    """``45s``, ``12m``, ``2h05m``."""
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def stall_message(ranks: Sequence[RankProgress], timeout: float | None, now: float) -> str:
+    """``stalled for 12m: ...`` when no running rank progressed for timeout; per-rank if some."""
+    running = [r for r in ranks if r.running]
+    if timeout is None or not running:
+        return ""
+    idle = {r.rank: now - r.last_progress() for r in running}
+    stalled = [k for k, v in idle.items() if v >= timeout]
+    if len(stalled) == len(running):
+        return f"stalled for {duration(min(idle.values()))}: {NO_PROGRESS}"
+    if stalled:
+        worst = max(idle[k] for k in stalled)
+        who = ("rank " if len(stalled) == 1 else "ranks ") + rank_list(stalled)
+        return f"{who} without progress for {duration(worst)} (others progressing)"
+    return ""
+
+
 def progress_rows(
     ranks: Sequence[RankProgress], now: float, timeout: float | None = None
 ) -> list[dict[str, Any]]:
@@ -138,8 +167,10 @@ def progress_rows(
 __all__ = [
     "RankProgress",
     "agent_ranks",
+    "duration",
     "extra_files",
     "progress_rows",
     "rank_file",
     "shell_code",
+    "stall_message",
 ]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from trainlaunch import stacks, store
 from trainlaunch.errors import StoreError
 from trainlaunch.schedulers.local.ranks import LocalRank, app_ranks
+from trainlaunch.schedulers.progress import duration, stall_message
 from trainlaunch.stackdump import Target, dump
 
 if TYPE_CHECKING:
@@ -28,17 +29,6 @@ if TYPE_CHECKING:
 
 WATCHDOG_FILE = "watchdog.json"
 ON_HANG = ("none", "stop", "restart")
-NO_PROGRESS = "no output or metrics from any rank"
-
-
-def duration(seconds: float) -> str:
-    """``45s``, ``12m``, ``2h05m``."""
-    s = int(seconds)
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 def hang_options(cfg: Mapping[str, Any]) -> tuple[float | None, str]:
@@ -64,22 +54,6 @@ def targets(ranks: Sequence[LocalRank]) -> list[Target]:
         )
         for r in ranks
     ]
-
-
-def stall_message(ranks: Sequence[LocalRank], timeout: float | None, now: float) -> str:
-    """``stalled for 12m: ...`` when no running rank progressed for timeout; per-rank if some."""
-    running = [r for r in ranks if r.running]
-    if timeout is None or not running:
-        return ""
-    idle = {r.rank: now - r.last_progress() for r in running}
-    stalled = [k for k, v in idle.items() if v >= timeout]
-    if len(stalled) == len(running):
-        return f"stalled for {duration(min(idle.values()))}: {NO_PROGRESS}"
-    if stalled:
-        worst = max(idle[k] for k in stalled)
-        who = ("rank " if len(stalled) == 1 else "ranks ") + stacks.rank_list(stalled)
-        return f"{who} without progress for {duration(worst)} (others progressing)"
-    return ""
 
 
 def read_record(app_dir: Path) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ that status and logs work from any directory. docs/slurm.md is the user's guide.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import os
 import subprocess
@@ -29,7 +30,7 @@ from trainlaunch.errors import (
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files
-from trainlaunch.schedulers.progress import progress_rows
+from trainlaunch.schedulers.progress import progress_rows, stall_message
 from trainlaunch.schedulers.slurm import stacks as slurm_stacks
 from trainlaunch.schedulers.slurm import status as slurm_status
 from trainlaunch.schedulers.slurm.render import (
@@ -276,7 +277,14 @@ class SlurmScheduler(Scheduler):
         }
         if status.state == AppState.RUNNING and app is not None and job_dir is not None:
             ranks = slurm_stacks.job_progress(app_id, job_dir, app)  # stragglers (docs/hangs.md)
-            meta["progress"] = progress_rows(ranks, time.time())
+            timeout = (rec or {}).get("cfg", {}).get("hang_timeout")
+            meta["progress"] = progress_rows(ranks, time.time(), timeout)
+            meta["stall"] = stall_message(ranks, timeout, time.time())
+        hang = None
+        with contextlib.suppress(StoreError, OSError):
+            hang = store.read_json_or_none(job_dir / "watchdog.json") if job_dir else None
+        if isinstance(hang, dict):
+            meta["hang"] = hang
         return DescribeAppResponse(
             app_id=app_id, status=status, app=app, cfg=(rec or {}).get("cfg") or {}, metadata=meta
         )

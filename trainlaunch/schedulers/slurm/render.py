@@ -115,6 +115,13 @@ def slurm_runopts() -> runopts:
         "share; ${app_id} is the job id (default: $TRAINLAUNCH_HOME/slurm/jobs/${app_id})",
     )
     o.add("extra", list, "extra #SBATCH lines for every role, e.g. --reservation=r1;--nice=10")
+    o.add(
+        "hang_timeout",
+        float,
+        "seconds without output, metrics or heartbeat from any dist.ddp rank that count as a "
+        "hang (default: off; docs/hangs.md)",
+    )
+    o.add("on_hang", str, "after a hang: none (report), stop (scancel), restart (requeue)", "none")
     return o
 
 
@@ -232,6 +239,7 @@ def render_script(app: AppDef, cfg: Mapping[str, CfgVal], session: str, job_dir:
         f'$SLURM_JOB_NODELIST; rank 0 at ${settings.RANK0_HOST}:${settings.RDZV_PORT}"',
         "trainlaunch_pids=()",
     ]
+    lines += _watchdog_lines(app, cfg)
     ntasks_per_node = int(cfg.get("ntasks_per_node") or 1)  # type: ignore[arg-type]
     for i, role in enumerate(app.roles):
         lines += _role_step(app, i, role, cfg, session, job_dir_word, het, ntasks_per_node)
@@ -265,6 +273,30 @@ def render_script(app: AppDef, cfg: Mapping[str, CfgVal], session: str, job_dir:
         'exit "$trainlaunch_rc"',
     ]
     return "\n".join(lines) + "\n"
+
+
+def _watchdog_lines(app: AppDef, cfg: Mapping[str, CfgVal]) -> list[str]:
+    """With hang_timeout: start the hang watchdog next to this script (docs/hangs.md)."""
+    timeout = cfg.get("hang_timeout")
+    if not timeout:
+        return []
+    on_hang = str(cfg.get("on_hang") or "none")
+    if on_hang not in ("none", "stop", "restart"):
+        raise UsageError(f"on_hang must be one of none, stop, restart, got {on_hang!r}")
+    agents = [r for r in app.roles if "trainlaunch.agent" in r.args[:2]]
+    if not agents:
+        raise UsageError(
+            "hang_timeout on slurm needs a dist.ddp role (its node agents record the ranks)"
+        )
+    retries = max(r.max_retries for r in app.roles)
+    python = shell_word(agents[0].entrypoint)
+    return [
+        "",
+        f"# Hang watchdog (hang_timeout={timeout}, on_hang={on_hang}): ends with this script.",
+        f'export {settings.HEARTBEAT_PATH}="$trainlaunch_job_dir"/heartbeat/rank{{rank}}',
+        f'( exec {python} -m trainlaunch.schedulers.slurm.watchdog "$trainlaunch_job_dir" '
+        f'{float(timeout)} {on_hang} {retries} $$ >>"$trainlaunch_job_dir/watchdog.log" 2>&1 & )',  # type: ignore[arg-type]
+    ]
 
 
 def _sbatch_options(

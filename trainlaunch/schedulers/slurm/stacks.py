@@ -95,9 +95,21 @@ def dump_job(
             hint="`trainlaunch stack` on Slurm needs dist.ddp replicas (their agents record "
             "the rank pids)",
         )
+    return dump_targets(job_id, targets, node_python(app), native, run)
+
+
+def dump_targets(
+    job_id: str,
+    targets: list[Target],
+    python: str,
+    native: bool,
+    run: Callable[..., Any],
+) -> list[RankStack]:
+    """py-spy on every node of the job at once: one srun --overlap step, one task per node."""
     live = [t for t in targets if not t.ended]
     nodes = sorted({t.host for t in live})
     found: dict[int, RankStack] = {}
+    err = ""
     if nodes:
         argv = [
             "srun",
@@ -108,7 +120,7 @@ def dump_job(
             f"--ntasks={len(nodes)}",
             "--ntasks-per-node=1",
             "--kill-on-bad-exit=0",
-            node_python(app),
+            python,
             "-m",
             "trainlaunch.stackdump",
             *(["--native"] if native else []),
@@ -132,4 +144,4 @@ def dump_job(
     return out
 
 
-__all__ = ["dump_job", "job_progress", "job_targets", "node_python"]
+__all__ = ["dump_job", "dump_targets", "job_progress", "job_targets", "node_python"]
