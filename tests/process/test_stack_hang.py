@@ -221,6 +221,10 @@ def test_py_spy_dumps_a_live_process_innermost_frame_first(tmp_path: Path) -> No
         frames = [(f.name, f.line) for f in stack.threads[0].frames]
         assert frames == [("inner", 4), ("outer", 6), ("<module>", 7)]
         assert stack.headline() == "inner at deep.py:4"
+        (native,) = dump([Target(rank=0, pid=proc.pid)], native=True)
+        names = [f.name for f in native.threads[0].frames]
+        assert names.index("inner") > 0  # C frames (the sleep) come before the Python ones
+        assert native.headline().endswith(" at deep.py:4")
     finally:
         proc.kill()
         proc.wait()

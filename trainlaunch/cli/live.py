@@ -36,9 +36,15 @@ def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
             host,
         )
     parts: list[Any] = [head]
-    if st.msg:
+    stall = resp.metadata.get("stall")
+    if stall:
+        parts.append(Text(stall, style="bold yellow"))
+    if st.msg and st.msg != stall:
         parts.append(Text(st.msg, style="dim"))
     parts.append(table)
+    hang = render.hang_lines(resp.metadata)  # per-rank progress, last hang (docs/hangs.md)
+    if hang:
+        parts.append(Text("\n".join(line[2:] for line in hang), style="yellow"))
     failed = render.first_failure(st)
     if failed and failed.message:
         parts.append(Text("root cause:", style="bold red"))
