@@ -86,6 +86,8 @@ def test_hang_watchdog_dumps_every_node_then_requeues_then_stops(
     assert first.num_restarts == 1
     st = wait_for(slurm, job_id)  # the second hang finds no restart left: scancel
     assert st.state == AppState.CANCELLED and st.num_restarts == 1
+    assert st.msg.startswith("hung: no progress from any rank for ")
+    assert st.msg.endswith(f"cancelled by the hang watchdog; stacks in {job_dir}/hang-2.txt")
     rec = _watchdog_record(job_dir)
     assert rec is not None and rec["hangs"] == 2 and rec["action"] == "stop"
     assert [s.split(" at ")[0] for s in rec["summary"]] == ["ranks 0-3: <module>"]

@@ -285,6 +285,11 @@ class SlurmScheduler(Scheduler):
             hang = store.read_json_or_none(job_dir / "watchdog.json") if job_dir else None
         if isinstance(hang, dict):
             meta["hang"] = hang
+            if status.state == AppState.CANCELLED and hang.get("action") == "stop":
+                why = f"hung: no progress from any rank for {hang.get('idle_s')}s; cancelled by "
+                status = dataclasses.replace(
+                    status, msg=why + f"the hang watchdog; stacks in {hang.get('dump')}"
+                )
         return DescribeAppResponse(
             app_id=app_id, status=status, app=app, cfg=(rec or {}).get("cfg") or {}, metadata=meta
         )
