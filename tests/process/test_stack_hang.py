@@ -84,6 +84,38 @@ def test_hung_rank_stands_out_and_the_watchdog_reports_it(cli: CLI) -> None:
         cli("stop", handle)
 
 
+@pytest.mark.slow
+def test_hung_ddp_job_is_restarted_then_stopped_with_no_process_left(cli: CLI) -> None:
+    handle = cli.run(
+        "--hang-timeout",
+        "5",
+        "--on-hang",
+        "restart",
+        "dist.ddp",
+        "--max_retries",
+        "1",
+        "--nproc",
+        "4",
+        str(HANG),
+    )
+    try:
+        restarted = wait_until(
+            lambda: (s := cli.status(handle))["num_restarts"] == 1 and s,
+            timeout=240,
+            interval=0.5,
+            what="the restart after the first hang",
+        )
+        assert restarted["hang"]["hangs"] == 1 and restarted["hang"]["action"] == "restart"
+        assert "restarts: 1" in cli("status", handle, check=True).stdout
+        status = cli.wait(handle, timeout=240)  # hangs again: no restart left, so stopped
+        assert status["state"] == "FAILED" and status["num_restarts"] == 1
+        assert status["hang"]["hangs"] == 2 and status["hang"]["action"] == "stop"
+        assert "ranks 0,2-3: all_reduce at hang.py:" in Path(status["hang"]["dump"]).read_text()
+        wait_until(lambda: not app_pids(handle), timeout=10, what="no process of the app")
+    finally:
+        cli("stop", handle)
+
+
 def test_on_hang_stop_ends_the_app_and_leaves_no_process(cli: CLI) -> None:
     handle = cli.run(
         "--cfg", "hang_timeout=2,on_hang=stop", "dist.ddp", "--nproc", "2", str(SILENT)
