@@ -159,7 +159,8 @@ def test_on_hang_restart_counts_as_a_restart(cli: CLI) -> None:
         cli("stop", handle)
 
 
-def test_a_quiet_job_that_calls_heartbeat_is_never_flagged(cli: CLI) -> None:
+@pytest.mark.parametrize("progress", ["heartbeat", "metrics"])
+def test_a_quiet_job_that_beats_or_logs_metrics_is_never_flagged(cli: CLI, progress: str) -> None:
     handle = cli.run(
         "--cfg",
         "hang_timeout=3",
@@ -167,7 +168,7 @@ def test_a_quiet_job_that_calls_heartbeat_is_never_flagged(cli: CLI) -> None:
         "--nproc",
         "2",
         "--env",
-        "SECONDS_TO_RUN=8",
+        f"SECONDS_TO_RUN=8,PROGRESS={progress}",
         str(FIXTURES / "quiet_heartbeat.py"),
     )
     seen: list[dict[str, Any]] = []
@@ -181,6 +182,9 @@ def test_a_quiet_job_that_calls_heartbeat_is_never_flagged(cli: CLI) -> None:
     assert seen[-1]["state"] == "SUCCEEDED", seen[-1]
     assert any(s["progress"] for s in seen), "status never showed per-rank progress"
     assert not any(s["stall"] for s in seen) and seen[-1]["hang"] is None
+    app_dir = cli.home / "apps" / handle.rsplit("/", 1)[1]
+    made = "metrics/rank1.jsonl" if progress == "metrics" else "heartbeat/rank1"
+    assert (app_dir / made).is_file(), f"{progress} left no {made}"
 
 
 def test_stack_shows_an_exited_rank_with_its_code(cli: CLI) -> None:
