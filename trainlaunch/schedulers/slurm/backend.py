@@ -9,7 +9,6 @@ that status and logs work from any directory. docs/slurm.md is the user's guide.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import dataclasses
 import os
 import subprocess
@@ -30,7 +29,6 @@ from trainlaunch.errors import (
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files
-from trainlaunch.schedulers.progress import progress_rows, stall_message
 from trainlaunch.schedulers.slurm import stacks as slurm_stacks
 from trainlaunch.schedulers.slurm import status as slurm_status
 from trainlaunch.schedulers.slurm.render import (
@@ -275,21 +273,11 @@ class SlurmScheduler(Scheduler):
             "source": info.source,
             "settings": ((rec or {}).get("app") or {}).get("metadata", {}).get("trainlaunch", {}),
         }
-        if status.state == AppState.RUNNING and app is not None and job_dir is not None:
-            ranks = slurm_stacks.job_progress(app_id, job_dir, app)  # stragglers (docs/hangs.md)
-            timeout = (rec or {}).get("cfg", {}).get("hang_timeout")
-            meta["progress"] = progress_rows(ranks, time.time(), timeout)
-            meta["stall"] = stall_message(ranks, timeout, time.time())
-        hang = None
-        with contextlib.suppress(StoreError, OSError):
-            hang = store.read_json_or_none(job_dir / "watchdog.json") if job_dir else None
-        if isinstance(hang, dict):
-            meta["hang"] = hang
-            if status.state == AppState.CANCELLED and hang.get("action") == "stop":
-                why = f"hung: no progress from any rank for {hang.get('idle_s')}s; cancelled by "
-                status = dataclasses.replace(
-                    status, msg=why + f"the hang watchdog; stacks in {hang.get('dump')}"
-                )
+        if job_dir is not None:  # stragglers, stalls, the hang watchdog (docs/hangs.md)
+            status, hang_meta = slurm_stacks.hang_view(
+                app_id, job_dir, app, (rec or {}).get("cfg") or {}, status
+            )
+            meta.update(hang_meta)
         return DescribeAppResponse(
             app_id=app_id, status=status, app=app, cfg=(rec or {}).get("cfg") or {}, metadata=meta
         )

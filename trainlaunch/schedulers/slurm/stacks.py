@@ -1,25 +1,36 @@
-"""``trainlaunch stack`` on Slurm: py-spy on every node of the job in one ``srun --overlap`` step.
+"""Hangs on Slurm: ``stack`` (py-spy on every node in one ``srun --overlap`` step) and status.
 
 The ranks come from the job dir: each dist.ddp replica's ``agent.json`` (global rank, pid,
 exit code of every worker) and its ``replica.status`` (the node it runs on). One job step with
 one task per node runs ``python -m trainlaunch.stackdump`` there; each task dumps the ranks of
 its own node (``$SLURMD_NODENAME``) in parallel and prints them as JSON. Replicas that are not
-node agents record no rank pids, so they cannot be dumped (said per replica).
+node agents record no rank pids, so they cannot be dumped (said per replica). ``hang_view``
+adds per-rank progress, the stall and the watchdog's last hang (watchdog.py) to ``status``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from trainlaunch import store
 from trainlaunch.agent.state import read_agent_state
-from trainlaunch.errors import SchedulerError
-from trainlaunch.schedulers.progress import RankProgress, agent_ranks, shell_code
+from trainlaunch.errors import SchedulerError, StoreError
+from trainlaunch.schedulers.progress import (
+    RankProgress,
+    agent_ranks,
+    progress_rows,
+    shell_code,
+    stall_message,
+)
 from trainlaunch.schedulers.slurm.render import STATUS_FILE
 from trainlaunch.schedulers.slurm.status import read_kv
-from trainlaunch.specs import AppDef, macros
+from trainlaunch.specs import AppDef, AppState, AppStatus, macros
 from trainlaunch.stackdump import PYSPY_TIMEOUT_S, Target
 from trainlaunch.stacks import ERROR, RankStack
 
@@ -70,6 +81,31 @@ def job_progress(job_id: str, job_dir: Path, app: AppDef) -> list[RankProgress]:
             start = float((read_kv(rdir / STATUS_FILE) or {}).get("start") or 0.0)
             out.extend(agent_ranks(agent, role.name, k, env, start, live, check_pids=False))
     return sorted(out, key=lambda r: r.rank)
+
+
+def hang_view(
+    job_id: str, job_dir: Path, app: AppDef | None, cfg: Mapping[str, Any], status: AppStatus
+) -> tuple[AppStatus, dict[str, Any]]:
+    """Status metadata: per-rank progress and stall (running), the watchdog's last hang."""
+    meta: dict[str, Any] = {}
+    if status.state == AppState.RUNNING and app is not None:
+        ranks = job_progress(job_id, job_dir, app)
+        timeout = cfg.get("hang_timeout")
+        timeout = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+        meta["progress"] = progress_rows(ranks, time.time(), timeout)
+        meta["stall"] = stall_message(ranks, timeout, time.time())
+    hang = None
+    with contextlib.suppress(StoreError, OSError):
+        hang = store.read_json_or_none(job_dir / "watchdog.json")
+    if isinstance(hang, dict):
+        meta["hang"] = hang
+        if status.state == AppState.CANCELLED and hang.get("action") == "stop":
+            msg = (
+                f"hung: no progress from any rank for {hang.get('idle_s')}s; cancelled by the "
+                f"hang watchdog; stacks in {hang.get('dump')}"
+            )
+            status = dataclasses.replace(status, msg=msg)
+    return status, meta
 
 
 def node_python(app: AppDef) -> str:
@@ -144,4 +180,11 @@ def dump_targets(
     return out
 
 
-__all__ = ["dump_job", "dump_targets", "job_progress", "job_targets", "node_python"]
+__all__ = [
+    "dump_job",
+    "dump_targets",
+    "hang_view",
+    "job_progress",
+    "job_targets",
+    "node_python",
+]
