@@ -48,7 +48,7 @@ def utc_timestamp() -> str:
 class Schema:
     """The compiled line template for one ordered tuple of metric names."""
 
-    __slots__ = ("names", "keys", "rank", "template")
+    __slots__ = ("names", "keys", "rank", "template", "text_template")
 
     def __init__(self, names: tuple[str, ...], rank: int | None) -> None:
         reserved = HEADER_FIELDS if rank is None else (*HEADER_FIELDS, "rank")
@@ -69,6 +69,11 @@ class Schema:
         # For (step, epoch, timestamp, *values, schema id): exact ints, a timestamp that needs no
         # escaping and finite floats, as the renderer checks; %.0s prints the id as nothing.
         self.template = '{"step":%r,"epoch":%r,"timestamp":"%s"' + rank_part + body + "}\n%.0s"
+        # The same line, as bytes, for fields already rendered as JSON text (orjson's output,
+        # the timestamp quoted): see _render._render_run_orjson.
+        text_body = "".join(f",{key.replace('%', '%%')}:%s" for key in self.keys)
+        text = '{"step":%s,"epoch":%s,"timestamp":%s' + rank_part + text_body + "}\n%.0s"
+        self.text_template = text.encode()
 
     def line(self, header: tuple[Any, Any, Any], values: Sequence[Any]) -> str:
         """One record through the general path (any value :func:`encode_value` accepts)."""
