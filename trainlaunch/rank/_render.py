@@ -23,6 +23,7 @@ from typing import Any
 
 from trainlaunch.rank import _encode
 
+_orjson: Any
 try:  # a serializer written for speed: float formatting is most of a record's cost
     import orjson as _orjson
 except ImportError:  # pragma: no cover - a dependency; without it the stdlib path is used
