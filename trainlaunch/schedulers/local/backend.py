@@ -25,6 +25,7 @@ from trainlaunch.errors import AppNotFound, SchedulerError, StoreError, UsageErr
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from trainlaunch.schedulers.local import hangs as local_hangs
+from trainlaunch.schedulers.local import index as app_index
 from trainlaunch.schedulers.local import state as local_state
 from trainlaunch.schedulers.local import watchdog as local_watchdog
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files, time_span
@@ -260,11 +261,22 @@ class LocalScheduler(Scheduler):
         """Every app in the store, newest first; unreadable records are listed as such."""
         rows = []
         base = store.apps_dir(self.environ)
+        cached = app_index.load(base)
+        fresh: dict[str, app_index.Entry] = {}
         for entry in os.scandir(base):
             if not entry.is_dir() or entry.name.startswith("."):
                 continue
             path = Path(entry.path)
             handle = make_app_handle(BACKEND, self.session_name, entry.name)
+            key = app_index.record_key(entry.path)  # before reading: a later change shows next time
+            row = app_index.cached_row(cached.get(entry.name), key)
+            if row is not None:
+                fresh[entry.name] = cached[entry.name]
+                state, name, created, msg = row
+                rows.append(
+                    ListAppResponse(entry.name, AppState[state], handle, name, created, msg)
+                )
+                continue
             try:
                 request = read_request(path)
                 status = local_state.derive_status(path, request)
@@ -281,6 +293,9 @@ class LocalScheduler(Scheduler):
                         status.msg,
                     )
                 )
+                if key is not None and status.state.is_terminal and app_index.recorded_final(path):
+                    row = [status.state.name, request["app"]["name"], created, status.msg]
+                    fresh[entry.name] = {"key": key, "row": row}
             except FileNotFoundError:
                 continue  # being created right now
             except (StoreError, KeyError, TypeError) as e:
@@ -294,6 +309,8 @@ class LocalScheduler(Scheduler):
                         f"unreadable: {e}",
                     )
                 )
+        if fresh != cached:
+            app_index.save(base, fresh)
         rows.sort(key=lambda r: (r.created or 0, r.app_id), reverse=True)
         return rows
 
