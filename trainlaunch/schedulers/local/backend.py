@@ -266,17 +266,18 @@ class LocalScheduler(Scheduler):
         for entry in os.scandir(base):
             if not entry.is_dir() or entry.name.startswith("."):
                 continue
-            path = Path(entry.path)
-            handle = make_app_handle(BACKEND, self.session_name, entry.name)
             key = app_index.record_key(entry.path)  # before reading: a later change shows next time
             row = app_index.cached_row(cached.get(entry.name), key)
-            if row is not None:
+            if row is not None:  # its name was checked as an app id when the row was cached
                 fresh[entry.name] = cached[entry.name]
                 state, name, created, msg = row
+                handle = f"{BACKEND}://{self.session_name}/{entry.name}"
                 rows.append(
                     ListAppResponse(entry.name, AppState[state], handle, name, created, msg)
                 )
                 continue
+            path = Path(entry.path)
+            handle = make_app_handle(BACKEND, self.session_name, entry.name)
             try:
                 request = read_request(path)
                 status = local_state.derive_status(path, request)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,12 @@ from trainlaunch.specs import AppState
 INDEX_FILE = ".list-index.json"  # dot-named: never taken for an app directory
 VERSION = 1
 
+_loads: Callable[[bytes], Any]
+try:  # several times faster than json on a 10,000-app index (a dependency of trainlaunch)
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover
+    _loads = json.loads
+
 Key = list[int]
 Entry = dict[str, Any]  # {"key": Key, "row": [state name, app name, created, msg]}
 
@@ -33,8 +40,8 @@ Entry = dict[str, Any]  # {"key": Key, "row": [state name, app name, created, ms
 def record_key(app_dir: str) -> Key | None:
     """The identity of an app's two records; None when either is missing."""
     try:
-        a = os.stat(os.path.join(app_dir, "app.json"))
-        s = os.stat(os.path.join(app_dir, "state.json"))
+        a = os.stat(app_dir + "/app.json")
+        s = os.stat(app_dir + "/state.json")
     except OSError:
         return None
     # ctime too: a rewrite that restores size and mtime (os.utime) still changes ctime
@@ -54,8 +61,8 @@ def load(apps_dir: Path) -> dict[str, Entry]:
     """The cached entries by app id; empty when the index is missing or not ours."""
     try:
         with open(apps_dir / INDEX_FILE, "rb") as f:
-            data = json.loads(f.read())
-    except (OSError, ValueError):
+            data = _loads(f.read())
+    except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
         return {}
     if not isinstance(data, dict) or data.get("version") != VERSION:
         return {}
@@ -65,16 +72,17 @@ def load(apps_dir: Path) -> dict[str, Entry]:
 
 def cached_row(entry: Any, key: Key | None) -> list[Any] | None:
     """The cached row when the entry is well-formed and its key matches the records'."""
-    if key is None or not isinstance(entry, dict) or entry.get("key") != key:
+    if key is None or type(entry) is not dict or entry.get("key") != key:
         return None
     row = entry.get("row")
+    if type(row) is not list or len(row) != 4:
+        return None
+    state, name, created, msg = row
     if (
-        isinstance(row, list)
-        and len(row) == 4
-        and row[0] in AppState.__members__
-        and isinstance(row[1], str)
-        and (row[2] is None or (isinstance(row[2], (int, float)) and not isinstance(row[2], bool)))
-        and isinstance(row[3], str)
+        state in _STATE_NAMES
+        and type(name) is str
+        and type(msg) is str
+        and (created is None or type(created) is float or type(created) is int)
     ):
         return row
     return None
@@ -94,6 +102,7 @@ def recorded_final(app_dir: Path) -> bool:
 
 
 FINAL_STATES = frozenset(s.name for s in AppState if s.is_terminal)
+_STATE_NAMES = frozenset(AppState.__members__)
 
 
 def save(apps_dir: Path, entries: dict[str, Entry]) -> None:
