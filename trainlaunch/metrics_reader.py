@@ -106,7 +106,8 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], int, int]:
     return records, skipped, truncated
 
 
-def _rank_of(record: Mapping[str, Any], path: str) -> RankKey:
+def rank_of(record: Mapping[str, Any], path: str) -> RankKey:
+    """A record's rank: its ``rank`` field, else ``rank<N>`` in the file name, else the name."""
     rank = record.get("rank")
     if isinstance(rank, int) and not isinstance(rank, bool):
         return rank
@@ -123,7 +124,7 @@ def read_metrics(target: str) -> MetricsData:
         data.skipped_lines += skipped
         data.truncated_lines += truncated
         for record in records:
-            data.records.setdefault(_rank_of(record, path), []).append(record)
+            data.records.setdefault(rank_of(record, path), []).append(record)
     return data
 
 

@@ -61,6 +61,10 @@ BUILTIN_STRATEGIES: frozenset[str] = frozenset(
 DEFAULT_STRATEGY = "all_ranks"
 DEFAULT_SEED = 95050  # the rank library's seed when nothing was injected (seed 002's default)
 DEFAULT_METRICS_FILE = "rank{rank}.jsonl"  # relative name inside a metrics directory
+# Beside each metrics file, the names of its metrics: one JSON string per line, a ``null`` line
+# when they are too many to list. Written by MetricLogger before any record that uses a name,
+# so `trainlaunch metrics` can read a long file from its end and stop once every name is seen.
+METRIC_NAMES_SUFFIX = ".names"
 
 
 def is_builtin_namespace(name: str) -> bool:

@@ -87,3 +87,27 @@ def test_non_finite_values_in_a_fast_buffer_stay_strict(tmp_path: Path) -> None:
 def test_orjson_is_installed_with_trainlaunch() -> None:
     # the default install carries the fast formatter (pyproject: dependencies)
     assert importlib.util.find_spec("orjson") is not None
+
+
+def test_the_names_sidecar_lists_every_name_before_its_records(tmp_path: Path) -> None:
+    from trainlaunch.metrics_summary import metric_names_of
+
+    path = tmp_path / "rank3.jsonl"
+    with MetricLogger(path, rank_field=3) as logger:
+        logger.log(MetricsSample(0, 0, {"loss": 1.0}))
+        assert metric_names_of(str(path)) == {3: {"loss"}}  # before the buffer drains
+        logger.log(MetricsSample(1, 0, {"loss": 1.0, 'va"l\n': 2}))
+    assert metric_names_of(str(path)) == {3: {"loss", 'va"l\n'}}
+    with MetricLogger(path, append=False) as logger:  # a truncated file starts a new list
+        logger.log(MetricsSample(0, 0, {"acc": 0.5}))
+    assert metric_names_of(str(path)) == {3: {"acc"}}  # no rank field: the file name's rank
+
+
+def test_too_many_names_turn_the_sidecar_off(tmp_path: Path) -> None:
+    from trainlaunch.metrics_summary import metric_names_of
+
+    path = tmp_path / "rank0.jsonl"
+    with MetricLogger(path, buffer_size=1000) as logger:
+        for step in range(4200):  # a new name every record: past the template limit
+            logger.log(MetricsSample(step, 0, {f"m{step}": 1.0}))
+    assert metric_names_of(str(path)) is None

@@ -134,7 +134,11 @@ def command(
     """Show the latest metric values per exporting rank, and a chart of one metric."""
     from trainlaunch import metrics_reader as mr
     from trainlaunch.handles import parse_app_handle
+    from trainlaunch.metrics_summary import read_latest
     from trainlaunch.runner import get_runner
+
+    # the table alone needs only each rank's latest values: read from the files' ends
+    read = mr.read_metrics if metric else read_latest
 
     if image and not metric:
         raise UsageError("--image needs --metric NAME")
@@ -150,7 +154,7 @@ def command(
             while True:
                 terminal = runner.describe_app(handle).status.is_terminal
                 try:
-                    data = mr.read_metrics(where)
+                    data = read(where)
                     text = _text(data, metric)
                 except UsageError:
                     text = "(no metrics yet)"
@@ -160,7 +164,7 @@ def command(
                 if terminal:
                     break
                 time.sleep(1.0)
-        data = mr.read_metrics(where)
+        data = read(where)
     if image and metric:
         _image(data, metric, image)
         output.narrate(f"wrote {image}")

@@ -16,6 +16,7 @@ Each line is one strict-JSON object: ``{"step", "epoch", "timestamp"[, "rank"], 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import operator
@@ -25,6 +26,7 @@ import weakref
 from types import TracebackType
 from typing import Any
 
+from trainlaunch import settings
 from trainlaunch.rank import _encode, _render, _sink
 
 __all__ = [
@@ -99,6 +101,7 @@ class MetricLogger:
         self._entries = sink.entries
         self._lock = sink.lock
         self._finalizer = weakref.finalize(self, sink.close)  # also runs at interpreter exit
+        self._names = _NameList(self.filepath + settings.METRIC_NAMES_SUFFIX, append, rank_field)
 
     @property
     def closed(self) -> bool:
@@ -174,7 +177,9 @@ class MetricLogger:
     def _schema_id(self, names: tuple[str, ...]) -> int:
         schema = _encode.Schema(names, self.rank_field)  # validates the names; may raise
         if len(self._schemas) >= _MAX_SCHEMAS:
+            self._names.give_up()
             return -1  # names that vary per record: not worth a template each
+        self._names.add(names)  # before any record with these names is buffered
         with self._lock:  # ids index a list that the drain reads
             schema_id = self._schema_ids.setdefault(names, len(self._schemas))
             if schema_id == len(self._schemas):
@@ -209,6 +214,49 @@ class MetricLogger:
                 parts.append(f",{key}:{_encode.encode_value(name, value)}")
         parts.append("}\n")
         return _render.Deferred(parts, holes, _snapshot(schema.names, on_device))
+
+
+class _NameList:
+    """The metric names sidecar of a metrics file (see settings.METRIC_NAMES_SUFFIX).
+
+    One JSON value per line: ``{"rank": R}`` (this logger's rank field, null for none), then
+    each metric name as a string the first time it is used; ``null`` when the names are too
+    many to list. Best effort and safe: if a name cannot be recorded the sidecar is removed,
+    and a reader without one reads the whole file.
+    """
+
+    def __init__(self, path: str, append: bool, rank: int | None) -> None:
+        self.path = path
+        self.known: set[str] = set()
+        self.opening = '{"rank":%s}\n' % ("null" if rank is None else int(rank))
+        self.done = False  # gave up (too many names) or failed: write nothing more
+        if not append:
+            self._remove()
+
+    def add(self, names: tuple[str, ...]) -> None:
+        new = [name for name in names if name not in self.known]
+        if new and not self.done:
+            lines = "".join(_encode._quote(name) + "\n" for name in new)
+            self._append(self.opening + lines)
+            self.opening = ""
+            self.known.update(new)
+
+    def give_up(self) -> None:
+        if not self.done:
+            self._append("null\n")
+            self.done = True
+
+    def _append(self, text: str) -> None:
+        try:
+            with open(self.path, "a", encoding="utf-8", errors="backslashreplace") as f:
+                f.write(text)
+        except OSError:
+            self.done = True
+            self._remove()
+
+    def _remove(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
 
 
 def _snapshot(names: tuple[str, ...], on_device: dict[int, Any]) -> list[tuple[Any, list[int]]]:

@@ -1,0 +1,151 @@
+"""The latest value of every metric per rank, read from the END of each metrics file.
+
+``trainlaunch metrics`` without ``--metric`` shows one row per rank: the last value of each
+metric. Reading a month-long run's file front to back to find them costs seconds per million
+records, and keeping its records costs memory. This reads each file backwards in blocks and
+stops as soon as every metric the file holds has been seen: MetricLogger lists a file's metric
+names in a sidecar (``settings.METRIC_NAMES_SUFFIX``) before it writes a record that uses
+them. Without a sidecar (a file from another writer, or one whose names were too many to list)
+the whole file is read, still backwards and in bounded memory.
+
+The result is a :class:`~trainlaunch.metrics_reader.MetricsData` holding one record per rank
+(its latest values), so the summary renders exactly like a full read; the unparseable and
+truncated line counts cover the lines that were read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from trainlaunch import settings
+from trainlaunch.errors import UsageError
+from trainlaunch.metrics_reader import (
+    MetricsData,
+    RankKey,
+    find_metric_files,
+    parse_lines,
+    rank_of,
+)
+
+BLOCK = 1 << 20
+MAX_LINE = 16 << 20  # a longer "record" is counted as unparseable, never held in memory
+_loads: Callable[[bytes], Any]
+try:  # orjson is a dependency; json keeps this module working without it
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover
+    _loads = json.loads
+
+_SKIP = ("timestamp", "rank")  # header fields that are not shown as values
+
+
+def read_latest(target: str) -> MetricsData:
+    """Per rank, one record of its latest values, from the metrics files at ``target``."""
+    data = MetricsData(files=find_metric_files(target))
+    for path in data.files:  # in file order: a later file's values win, as in a full read
+        latest, skipped, truncated = file_latest(path)
+        data.skipped_lines += skipped
+        data.truncated_lines += truncated
+        for rank, values in latest.items():
+            rows = data.records.setdefault(rank, [{}])
+            rows[0] = {**rows[0], **values}
+    return data
+
+
+def metric_names_of(path: str) -> dict[RankKey, set[str]] | None:
+    """Per rank, the names the sidecar of ``path`` lists; None when there is none or it gave up.
+
+    The sidecar is a JSON value per line: ``{"rank": R}`` says whose names follow (R null: the
+    rank in the file name), a string is a name, ``null`` means too many names to list.
+    """
+    try:
+        with open(path + settings.METRIC_NAMES_SUFFIX, "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    by_rank: dict[RankKey, set[str]] = {}
+    rank = rank_of({}, path)
+    for line in lines:
+        try:
+            value = _loads(line)
+        except ValueError:
+            return None
+        if isinstance(value, dict) and "rank" in value:
+            rank = rank_of(value, path)
+            by_rank.setdefault(rank, set())
+        elif isinstance(value, str):
+            by_rank.setdefault(rank, set()).add(value)
+        else:
+            return None  # null (too many names to list) or not ours
+    return by_rank
+
+
+def file_latest(
+    path: str, block: int = BLOCK, max_line: int = MAX_LINE
+) -> tuple[dict[RankKey, dict[str, Any]], int, int]:
+    """(latest values per rank, unparseable lines, truncated lines) of one file, read backwards.
+
+    ``block`` is the read size; a line longer than ``max_line`` counts as unparseable.
+    """
+    names = metric_names_of(path)
+    wanted = None if names is None else {r: n | {"step", "epoch"} for r, n in names.items()}
+    latest: dict[RankKey, dict[str, Any]] = {}
+    skipped = truncated = 0
+    for line in lines_backwards(path, block, max_line):
+        records, bad, cut = parse_lines([line])
+        skipped, truncated = skipped + bad, truncated + cut
+        for record in records:
+            values = latest.setdefault(rank_of(record, path), {})
+            for key, value in record.items():
+                if key not in values and key not in _SKIP:
+                    values[key] = value
+        # every rank the sidecar names has shown every name: nothing older changes the result
+        if wanted is not None and all(
+            want <= latest.get(rank, {}).keys() for rank, want in wanted.items()
+        ):
+            break
+    return latest, skipped, truncated
+
+
+def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> Iterator[str]:
+    """The lines of a regular file, last first, each with its newline (the file's last line
+    keeps its missing one); a line longer than ``max_line`` comes back as one unparseable line."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, /dev/zero never ends
+            raise UsageError(f"metrics file {path} is not a regular file")
+        f = open(path, "rb")  # noqa: SIM115 (closed below; a generator cannot use `with` well)
+    except OSError as e:
+        raise UsageError(f"cannot read metrics file {path}: {e.strerror}") from None
+    with f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        terminated = f.read(1) == b"\n"
+        end = size - 1 if terminated else size  # the final newline ends the last line
+        if end == 0:
+            yield "\n"  # the file is one empty line
+        carry = b""  # the start of the line that the block after this one ended
+        too_long = False  # the line being read back is longer than MAX_LINE: drop it
+        newline = b"\n" if terminated else b""
+        while end > 0:
+            start = max(0, end - block)
+            f.seek(start)
+            parts = (f.read(end - start) + carry).split(b"\n")
+            end = start
+            carry = parts.pop(0) if start > 0 else b""
+            if too_long:  # this block continues the dropped line back to its start
+                if not parts:
+                    carry = b""  # no newline in this block: all of it belongs to that line
+                    continue
+                parts.pop()
+                too_long = False
+            for part in reversed(parts):
+                yield (part + newline).decode("utf-8", "replace")
+                newline = b"\n"
+            if len(carry) > max_line:
+                yield "\x00(line too long)\n"
+                carry, too_long, newline = b"", True, b"\n"
