@@ -26,7 +26,7 @@ import weakref
 from types import TracebackType
 from typing import Any
 
-from trainlaunch import settings
+from trainlaunch.settings import METRIC_NAMES_SUFFIX
 from trainlaunch.rank import _encode, _render, _sink
 
 __all__ = [
@@ -101,7 +101,7 @@ class MetricLogger:
         self._entries = sink.entries
         self._lock = sink.lock
         self._finalizer = weakref.finalize(self, sink.close)  # also runs at interpreter exit
-        self._names = _NameList(self.filepath + settings.METRIC_NAMES_SUFFIX, append, rank_field)
+        self._names = _NameList(self.filepath + METRIC_NAMES_SUFFIX, append, rank_field)
 
     @property
     def closed(self) -> bool:
