@@ -26,8 +26,8 @@ import weakref
 from types import TracebackType
 from typing import Any
 
-from trainlaunch.settings import METRIC_NAMES_SUFFIX
 from trainlaunch.rank import _encode, _render, _sink
+from trainlaunch.settings import METRIC_NAMES_SUFFIX
 
 __all__ = [
     "DEFAULT_BUFFER_SIZE",
