@@ -209,6 +209,8 @@ class Table:
     title: str
     rows: list[Row]
     notes: list[str] = dataclasses.field(default_factory=list)
+    # chart title -> (x, y) points, drawn by `bench/run.py --plot DIR`
+    series: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
 
     def render(self) -> str:
         """Fixed-width text: metric, trainlaunch, peer, peer value, ratio, target, result."""

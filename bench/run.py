@@ -29,6 +29,7 @@ from bench import (  # noqa: E402
     memory,
     metrics_logger,
     run_latency,
+    scaling,
     store_scale,
     supervisor_cost,
 )
@@ -47,6 +48,7 @@ BENCHMARKS: dict[str, ModuleType] = {
         metrics_logger,
         memory,
         supervisor_cost,
+        scaling,
     )
 }
 SMOKE = ("cli", "store", "logs", "metrics", "supervisor")  # the tiny run of the test suite
@@ -87,6 +89,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(the default of --smoke)",
     )
     p.add_argument("--json", metavar="FILE", help="also write every row to FILE as JSON")
+    p.add_argument(
+        "--plot", metavar="DIR", help="also write a PNG chart of every scaling series into DIR"
+    )
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     p.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
     return p.parse_args(argv)
@@ -129,6 +134,35 @@ def error_table(name: str, exc: BaseException) -> Table:
     row = Row(f"{name}: error", "-", "-", f"{type(exc).__name__}: {why[:300]}")
     row.verdict = "ERROR"
     return Table(f"{name} (failed)", [row])
+
+
+def plot_series(tables: list[Table], directory: Path) -> list[Path]:
+    """One log-log PNG per series (cost against size); needs matplotlib (the dev extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table in tables:
+        for title, points in table.series.items():
+            if len(points) < 2:
+                continue
+            fig, ax = plt.subplots(figsize=(6, 4))
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, marker="o")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(title)
+            ax.grid(True, which="both", alpha=0.3)
+            fig.tight_layout()
+            slug = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+            path = directory / f"{slug}.png"
+            fig.savefig(path)
+            plt.close(fig)
+            written.append(path)
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"(ratio {r.ratio if r.ratio is None else f'{r.ratio:.3g}'}, "
                     f"target {r.target})"
                 )
+    if args.plot:
+        for path in plot_series(tables, Path(args.plot)):
+            print(f"chart: {path}")
     if args.json:
         doc = [
             {
