@@ -109,7 +109,7 @@ MUTATIONS: dict[str, tuple[Callable[[Docs], None], str]] = {
     ),
     "bad service account": (setitem(pod, "serviceAccountName", "Not_OK"), "serviceAccountName"),
     "unknown kind": (
-        lambda d: d.append({"kind": "ConfigMap", "metadata": {"name": "x", "namespace": "team"}}),
+        lambda d: d.append({"kind": "Secret", "metadata": {"name": "x", "namespace": "team"}}),
         "unexpected kind",
     ),
 }

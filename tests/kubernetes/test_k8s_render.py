@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from k8s_cases import CASES, SESSION, render_case
-from k8s_helpers import GOLDEN, echo_app
+from k8s_helpers import GOLDEN, echo_app, kubelet_expand
 
 from trainlaunch.errors import UsageError
 from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
@@ -80,29 +80,6 @@ def test_json_when_pyyaml_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "yaml", None)
     text = to_yaml(docs)
     assert [json.loads(part) for part in text.split("\n---\n")] == docs
-
-
-def kubelet_expand(text: str, env: dict[str, str]) -> str:
-    """The kubelet's $(VAR) expansion (k8s third_party/forked/golang/expansion), for the test."""
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "$" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "$":
-                out.append("$")
-                i += 2
-            elif nxt == "(" and ")" in text[i + 2 :]:
-                end = text.index(")", i + 2)
-                name = text[i + 2 : end]
-                out.append(env.get(name, f"$({name})"))
-                i = end + 1
-            else:
-                out.append("$" + nxt)
-                i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
 
 
 @pytest.mark.parametrize(

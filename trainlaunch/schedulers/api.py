@@ -83,6 +83,14 @@ class Scheduler(abc.ABC):
         """Where metrics go when the user does not say (may contain ``${app_id}``)."""
         return None
 
+    def metrics_location(self, resp: DescribeAppResponse) -> str | None:
+        """A dir, file or glob on this machine with the app's metrics files.
+
+        None: read the rank settings the app recorded. A backend whose ranks write where this
+        machine cannot read raises UsageError saying where the metrics are.
+        """
+        return None
+
     # -- queries -----------------------------------------------------------------------------
     @abc.abstractmethod
     def describe(self, app_id: str) -> DescribeAppResponse:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import json
+import os
+import posixpath
 import re
 import secrets
 import string
@@ -29,7 +32,9 @@ from trainlaunch.schedulers.kubernetes.client import KubeApi, NotFound, connect,
 from trainlaunch.schedulers.kubernetes.logs import LogReader
 from trainlaunch.schedulers.kubernetes.render import (
     ANN_APP_NAME,
+    ANN_METRICS,
     BACKEND,
+    DEFAULT_METRICS_MOUNT,
     DEFAULT_RDZV_PORT,
     LABEL_APP,
     LABEL_MANAGED_BY,
@@ -41,6 +46,7 @@ from trainlaunch.schedulers.kubernetes.render import (
     opt_str,
     render_app,
     role_from_job,
+    runs_agent,
     to_yaml,
 )
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, runopts
@@ -129,7 +135,67 @@ class KubernetesScheduler(Scheduler):
             f"port rank 0 listens on ({settings.RDZV_PORT})",
             default=DEFAULT_RDZV_PORT,
         )
+        o.add(
+            "agent",
+            str,
+            "where pods running dist.ddp get trainlaunch's node agent: 'bundled' (a zipapp "
+            "in a ConfigMap of the app: any image with Python and torch) or 'image' (the "
+            "image has trainlaunch installed)",
+            default="bundled",
+        )
+        o.add(
+            "python",
+            str,
+            "the image's interpreter for roles that run 'python' (default: python3, else python)",
+        )
+        o.add(
+            "metrics_pvc",
+            str,
+            "PersistentVolumeClaim for the ranks' metrics (ReadWriteMany for several pods); "
+            "without one they stay inside the pods",
+        )
+        o.add(
+            "metrics_mount",
+            str,
+            "where the metrics PVC is mounted in the pods; metrics go to MOUNT/<app name>/",
+            default=DEFAULT_METRICS_MOUNT,
+        )
+        o.add(
+            "metrics_local_dir",
+            str,
+            "the metrics PVC's storage as mounted on this machine (e.g. an NFS share), "
+            "so `trainlaunch metrics` can read it",
+        )
         return o
+
+    def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
+        """On the metrics PVC (MOUNT/<app name>/) if one is named, else inside the pods."""
+        return RenderOptions.from_cfg(cfg, "default").metrics_path()
+
+    def metrics_location(self, resp: DescribeAppResponse) -> str | None:
+        """metrics_local_dir/<app name>/ for a PVC mounted here; else a UsageError saying where."""
+        record = resp.metadata.get("metrics")
+        if not isinstance(record, dict) or not record.get("path"):
+            return None
+        path = str(record["path"])
+        if not record.get("pvc"):
+            raise UsageError(
+                f"the metrics of {resp.app_id} are written inside its pods at {path} and "
+                "live as long as each pod's container: copy them from a running pod "
+                f"(kubectl cp POD:{path} ./m) or rerun with --cfg metrics_pvc=CLAIM",
+                hint="then `trainlaunch metrics HANDLE --path ./m`",
+            )
+        mount = str(record.get("mount") or DEFAULT_METRICS_MOUNT)
+        rel = posixpath.relpath(path, mount) if path.startswith(mount + "/") else None
+        if rel is None or not record.get("local_dir"):
+            raise UsageError(
+                f"the metrics of {resp.app_id} are on PersistentVolumeClaim "
+                f"{record['pvc']!r} at {path} in its pods: mount that volume here and pass "
+                f"--path DIR/{rel or ''}",
+                hint="or submit with --cfg metrics_local_dir=DIR (where the claim's storage "
+                "is mounted on this machine)",
+            )
+        return os.path.join(str(record["local_dir"]), rel).replace("{rank}", "*")
 
     # -- submission ------------------------------------------------------------------------------
 
@@ -147,7 +213,13 @@ class KubernetesScheduler(Scheduler):
                     hint="give the component an image (e.g. --image)",
                 )
         name = app_name(app.name, "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5)))
-        docs = render_app(app, name, self.session_name, RenderOptions.from_cfg(cfg, namespace))
+        opts = RenderOptions.from_cfg(cfg, namespace)
+        zipapp = None
+        if opts.agent == "bundled" and any(runs_agent(r) for r in app.roles):
+            from trainlaunch.schedulers.kubernetes.bundle import build_agent_zipapp
+
+            zipapp = build_agent_zipapp()
+        docs = render_app(app, name, self.session_name, opts, zipapp)
         problems = check_manifests(docs)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -173,8 +245,9 @@ class KubernetesScheduler(Scheduler):
         owner: dict[str, Any] = {}
         try:
             for doc in req.resources:
-                if doc["kind"] == "Service" and owner:
-                    # The Job's uid exists only now: with it, deleting the Job removes the Service.
+                if doc["kind"] in ("Service", "ConfigMap") and owner:
+                    # The Job's uid exists only now: with it, deleting the Job removes the
+                    # Service and the agent's ConfigMap (which the first Job owns).
                     doc = {**doc, "metadata": {**doc["metadata"], "ownerReferences": [owner]}}
                 stored = api.create(doc)
                 created.append((doc["kind"], doc["metadata"]["name"]))
@@ -230,6 +303,7 @@ class KubernetesScheduler(Scheduler):
                 "namespace": ns,
                 "jobs": sorted(j["metadata"]["name"] for j in jobs),
                 "context": self.context or "",
+                **_metrics_meta(jobs),
             },
         )
 
@@ -278,8 +352,12 @@ class KubernetesScheduler(Scheduler):
         api = self._api()
         selector = f"{LABEL_APP}={name}"
         jobs, services = api.list("Job", ns, selector), api.list("Service", ns, selector)
+        configmaps = api.list("ConfigMap", ns, selector)
         deleted = [api.delete("Job", ns, j["metadata"]["name"]) for j in jobs]
         deleted += [api.delete("Service", ns, s["metadata"]["name"]) for s in services]
+        # owned by the first Job, so already going; deleting them too needs no garbage collector
+        for c in configmaps:
+            api.delete("ConfigMap", ns, c["metadata"]["name"])
         if not any(deleted):
             if _tombstone(ns, name) is not None:
                 return  # stopped before: stopping again is not an error
@@ -395,6 +473,16 @@ def _tombstones(ns: str) -> list[dict[str, Any]]:
         if isinstance(rec, dict) and rec.get("namespace") == ns and rec.get("name"):
             out.append(rec)
     return out
+
+
+def _metrics_meta(jobs: Objects) -> dict[str, Any]:
+    """{"metrics": where the ranks write metrics} from the first role's Job, if recorded."""
+    raw = _ann(sorted(jobs, key=st.role_index)[0], ANN_METRICS)
+    try:
+        record = json.loads(raw) if raw else None
+    except ValueError:
+        return {}
+    return {"metrics": record} if isinstance(record, dict) else {}
 
 
 def _ann(obj: Mapping[str, Any], key: str) -> str:

@@ -11,8 +11,10 @@ Nothing here does I/O or imports the ``kubernetes`` package.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
+import posixpath
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +39,7 @@ ANN_APP_NAME = "trainlaunch.io/app-name"
 ANN_ROLE_INDEX = "trainlaunch.io/role-index"
 ANN_ROLE = "trainlaunch.io/role"  # the Role as submitted (JSON), so describe can return it
 ANN_ROLE_NAME = "trainlaunch.io/role-name"
+ANN_METRICS = "trainlaunch.io/metrics"  # where the ranks' metrics go (JSON), for `metrics`
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 RESERVED_PREFIX = "trainlaunch.io/"
 
@@ -47,6 +50,22 @@ _REPLICA_SENTINEL = "\ue000replica_id\ue000"
 _TOLERATION = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?(:(?P<effect>[A-Za-z]+))?$")
 _EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 _PULL_POLICIES = frozenset({"Always", "IfNotPresent", "Never"})
+
+AGENT_MODES = ("bundled", "image")  # the agent from the app's ConfigMap, or the image's own
+AGENT_DIR = "/opt/trainlaunch"  # where the agent's ConfigMap is mounted (read-only)
+AGENT_FILE = "agent.pyz"
+AGENT_VOLUME = "trainlaunch-agent"
+METRICS_VOLUME = "trainlaunch-metrics"
+DEFAULT_METRICS_MOUNT = "/mnt/trainlaunch/metrics"
+POD_METRICS_DIR = "/tmp/trainlaunch/metrics"  # without a PVC: inside the container
+CONFIGMAP_LIMIT = 1024 * 1024  # the API server's cap on a ConfigMap's data + binaryData
+# The image's interpreter when a role says plain "python": python3 first (Debian/Ubuntu
+# images have only that), else python (conda images have both); $0 is "python", "$@" the args.
+PICK_PYTHON = (
+    'for p in python3 python; do if command -v "$p" >/dev/null 2>&1; then exec "$p" "$@"; fi; '
+    'done; echo "trainlaunch: the image has neither python3 nor python on its PATH; '
+    'name its interpreter with --cfg python=PATH" >&2; exit 127'
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +84,11 @@ class RenderOptions:
     image_pull_policy: str | None = None
     shm_size: str | None = None
     rdzv_port: int = DEFAULT_RDZV_PORT
+    agent: str = "bundled"
+    python: str | None = None
+    metrics_pvc: str | None = None
+    metrics_mount: str = DEFAULT_METRICS_MOUNT
+    metrics_local_dir: str | None = None
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, CfgVal], namespace: str) -> RenderOptions:
@@ -81,6 +105,12 @@ class RenderOptions:
         for key in [*_str_map(cfg.get("labels")), *_str_map(cfg.get("annotations"))]:
             if key.startswith(RESERVED_PREFIX):
                 raise UsageError(f"label/annotation {key!r} is reserved for trainlaunch")
+        agent = opt_str(cfg, "agent") or "bundled"
+        if agent not in AGENT_MODES:
+            raise UsageError(f"agent must be one of {', '.join(AGENT_MODES)}, got {agent!r}")
+        mount = opt_str(cfg, "metrics_mount") or DEFAULT_METRICS_MOUNT
+        if not posixpath.isabs(mount) or mount.rstrip("/") in ("", AGENT_DIR, "/dev/shm"):
+            raise UsageError(f"metrics_mount must be an absolute path of its own, got {mount!r}")
         return cls(
             namespace=namespace,
             server_version=parse_version(opt_str(cfg, "server_version") or ""),
@@ -94,7 +124,18 @@ class RenderOptions:
             image_pull_policy=opt_str(cfg, "image_pull_policy"),
             shm_size=opt_str(cfg, "shm_size"),
             rdzv_port=port,
+            agent=agent,
+            python=opt_str(cfg, "python"),
+            metrics_pvc=opt_str(cfg, "metrics_pvc"),
+            metrics_mount=posixpath.normpath(mount),
+            metrics_local_dir=opt_str(cfg, "metrics_local_dir"),
         )
+
+    def metrics_path(self) -> str:
+        """The default TRAINLAUNCH_METRICS_PATH in the pods (``${app_id}``: the app's name)."""
+        if self.metrics_pvc:
+            return f"{self.metrics_mount}/{macros.app_id}/"
+        return f"{POD_METRICS_DIR}/"
 
 
 def opt_str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
@@ -172,8 +213,25 @@ def role_label(job: str, name: str) -> str:
 # --- manifests ----------------------------------------------------------------------------------
 
 
-def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> list[dict[str, Any]]:
-    """Per role, in order: its Job then its headless Service."""
+def runs_agent(role: Role) -> bool:
+    """Whether the role runs trainlaunch's node agent (``python -m trainlaunch.agent ...``)."""
+    return tuple(role.args[:2]) == ("-m", "trainlaunch.agent")
+
+
+def agent_configmap_name(name: str) -> str:
+    """The app's agent ConfigMap (fits 63: the app name is at most 28 characters)."""
+    return f"{name}-agent"
+
+
+def render_app(
+    app: AppDef,
+    name: str,
+    session: str,
+    opts: RenderOptions,
+    agent_zipapp: bytes | None = None,
+) -> list[dict[str, Any]]:
+    """Per role, in order: its Job then its headless Service; the agent's ConfigMap follows
+    the first Job (which owns it) when a role runs the bundled agent."""
     jobs = job_names(app, name)
     first = jobs[app.roles[0].name]
     rank0 = f"{first}-0.{first}.{opts.namespace}.svc"
@@ -183,6 +241,15 @@ def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> lis
         settings.HANDLE: make_app_handle(BACKEND, session, app_id),
         settings.RANK0_HOST: rank0,
         settings.RDZV_PORT: str(opts.rdzv_port),
+    }
+    bundled = opts.agent == "bundled" and any(runs_agent(r) for r in app.roles)
+    if bundled and agent_zipapp is None:
+        raise ValueError("render_app: the bundled agent needs agent_zipapp")
+    app_labels = {
+        **opts.labels,
+        LABEL_MANAGED_BY: "trainlaunch",
+        LABEL_APP: name,
+        LABEL_SESSION: session_label(session),
     }
     docs: list[dict[str, Any]] = []
     for index, role in enumerate(app.roles):
@@ -200,6 +267,8 @@ def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> lis
             ANN_ROLE_INDEX: str(index),
             ANN_ROLE: json.dumps(role.to_dict(), sort_keys=True, separators=(",", ":")),
         }
+        if metrics := _metrics_record(role, name, opts):
+            annotations[ANN_METRICS] = metrics
         env = {
             **identity,
             settings.ROLE_NAME: role.name,
@@ -219,8 +288,42 @@ def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> lis
                 "spec": {**_job_policy(role, opts), "template": pod},
             }
         )
+        if index == 0 and bundled and agent_zipapp is not None:
+            docs.append(_agent_configmap(name, app_labels, agent_zipapp, opts))
         docs.append(_service(job, labels, role, opts))
     return docs
+
+
+def _agent_configmap(
+    name: str, labels: dict[str, str], zipapp: bytes, opts: RenderOptions
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": agent_configmap_name(name),
+            "namespace": opts.namespace,
+            "labels": dict(labels),
+        },
+        "immutable": True,  # the kubelet need not watch it
+        "binaryData": {AGENT_FILE: base64.b64encode(zipapp).decode("ascii")},
+    }
+
+
+def _metrics_record(role: Role, name: str, opts: RenderOptions) -> str | None:
+    """Where this role's ranks write metrics, for `trainlaunch metrics` (JSON), if anywhere."""
+    path = role.env.get(settings.METRICS_PATH)
+    if not path:
+        return None
+    path = macros.Values(
+        img_root="", app_id=name, replica_id="${replica_id}", rank0_env=settings.RANK0_HOST
+    ).substitute(path)
+    record: dict[str, str] = {"path": path}
+    if opts.metrics_pvc:
+        record.update(pvc=opts.metrics_pvc, mount=opts.metrics_mount)
+        if opts.metrics_local_dir:
+            record["local_dir"] = opts.metrics_local_dir
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
 def _job_policy(role: Role, opts: RenderOptions) -> dict[str, Any]:
@@ -269,8 +372,9 @@ def _pod_template(
     container: dict[str, Any] = {"name": role_label(job, name), "image": role.image}
     if opts.image_pull_policy:
         container["imagePullPolicy"] = opts.image_pull_policy
-    container["command"] = [kube_text(role.entrypoint)]
-    container["args"] = [kube_text(a) for a in role.args]
+    command, args = container_command(role, opts)
+    container["command"] = [kube_text(c) for c in command]
+    container["args"] = [kube_text(a) for a in args]
     container["env"] = _env(role, env)
     if resources := _resources(role):
         container["resources"] = resources
@@ -282,12 +386,28 @@ def _pod_template(
     shm: dict[str, Any] = {"medium": "Memory"}
     if opts.shm_size:
         shm["sizeLimit"] = opts.shm_size
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": shm}]
+    if opts.agent == "bundled" and runs_agent(role):
+        container["volumeMounts"].append(
+            {"name": AGENT_VOLUME, "mountPath": AGENT_DIR, "readOnly": True}
+        )
+        volumes.append(
+            {
+                "name": AGENT_VOLUME,
+                "configMap": {"name": agent_configmap_name(name), "defaultMode": 0o444},
+            }
+        )
+    if opts.metrics_pvc:
+        container["volumeMounts"].append({"name": METRICS_VOLUME, "mountPath": opts.metrics_mount})
+        volumes.append(
+            {"name": METRICS_VOLUME, "persistentVolumeClaim": {"claimName": opts.metrics_pvc}}
+        )
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "subdomain": job,
         "enableServiceLinks": False,  # thousands of *_SERVICE_HOST variables help no one
         "containers": [container],
-        "volumes": [{"name": "dshm", "emptyDir": shm}],
+        "volumes": volumes,
     }
     if opts.service_account:
         spec["serviceAccountName"] = opts.service_account
@@ -302,6 +422,21 @@ def _pod_template(
     # Sidecars (e.g. istio) never exit and would keep a finished replica's pod running.
     annotations = {**opts.annotations, "sidecar.istio.io/inject": "false", ANN_ROLE_NAME: role.name}
     return {"metadata": {"labels": dict(labels), "annotations": annotations}, "spec": spec}
+
+
+def container_command(role: Role, opts: RenderOptions) -> tuple[list[str], list[str]]:
+    """The container's command and args: the bundled agent, and the image's interpreter."""
+    args = list(role.args)
+    if opts.agent == "bundled" and runs_agent(role):
+        args = [
+            f"{AGENT_DIR}/{AGENT_FILE}",
+            *args[2:],
+        ]  # the zipapp instead of -m trainlaunch.agent
+    if role.entrypoint != "python":  # a path or another name was chosen (e.g. dist.ddp --python)
+        return [role.entrypoint], args
+    if opts.python:
+        return [opts.python], args
+    return ["sh", "-c", PICK_PYTHON, "python"], args
 
 
 def kube_text(text: str) -> str:
