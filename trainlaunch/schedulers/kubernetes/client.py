@@ -90,7 +90,10 @@ def connect(kubeconfig: str | None, context: str | None) -> KubeApi:
     try:
         if files or kubeconfig or context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration
+                # the client reads $KUBECONFIG once, at import: read it now
+                config_file=kubeconfig or os.environ.get("KUBECONFIG") or None,
+                context=context,
+                client_configuration=configuration,
             )
         else:
             config.load_incluster_config(  # type: ignore[no-untyped-call]
