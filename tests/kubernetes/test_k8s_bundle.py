@@ -8,11 +8,11 @@ import io
 import os
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from trainlaunch.schedulers.kubernetes import bundle
 from trainlaunch.schedulers.kubernetes.checks import MAX_CONFIGMAP_BYTES
