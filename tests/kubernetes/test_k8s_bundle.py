@@ -16,7 +16,7 @@ import tomllib
 
 from trainlaunch.schedulers.kubernetes import bundle
 from trainlaunch.schedulers.kubernetes.checks import MAX_CONFIGMAP_BYTES
-from trainlaunch.schedulers.kubernetes.render import PICK_PYTHON
+from trainlaunch.schedulers.kubernetes.image import PICK_PYTHON
 
 REPO = Path(__file__).resolve().parents[2]
 

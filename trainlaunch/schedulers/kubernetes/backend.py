@@ -11,9 +11,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
-import json
-import os
-import posixpath
 import re
 import secrets
 import string
@@ -26,15 +23,15 @@ from trainlaunch import settings, store
 from trainlaunch.errors import AppNotFound, SchedulerError, UsageError
 from trainlaunch.handles import make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.schedulers.kubernetes import metrics as k8s_metrics
 from trainlaunch.schedulers.kubernetes import status as st
 from trainlaunch.schedulers.kubernetes.checks import check_manifests, is_dns_label
 from trainlaunch.schedulers.kubernetes.client import KubeApi, NotFound, connect, resolve_context
+from trainlaunch.schedulers.kubernetes.image import DEFAULT_METRICS_MOUNT, runs_agent
 from trainlaunch.schedulers.kubernetes.logs import LogReader
 from trainlaunch.schedulers.kubernetes.render import (
     ANN_APP_NAME,
-    ANN_METRICS,
     BACKEND,
-    DEFAULT_METRICS_MOUNT,
     DEFAULT_RDZV_PORT,
     LABEL_APP,
     LABEL_MANAGED_BY,
@@ -46,7 +43,6 @@ from trainlaunch.schedulers.kubernetes.render import (
     opt_str,
     render_app,
     role_from_job,
-    runs_agent,
     to_yaml,
 )
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, runopts
@@ -174,28 +170,7 @@ class KubernetesScheduler(Scheduler):
 
     def metrics_location(self, resp: DescribeAppResponse) -> str | None:
         """metrics_local_dir/<app name>/ for a PVC mounted here; else a UsageError saying where."""
-        record = resp.metadata.get("metrics")
-        if not isinstance(record, dict) or not record.get("path"):
-            return None
-        path = str(record["path"])
-        if not record.get("pvc"):
-            raise UsageError(
-                f"the metrics of {resp.app_id} are written inside its pods at {path} and "
-                "live as long as each pod's container: copy them from a running pod "
-                f"(kubectl cp POD:{path} ./m) or rerun with --cfg metrics_pvc=CLAIM",
-                hint="then `trainlaunch metrics HANDLE --path ./m`",
-            )
-        mount = str(record.get("mount") or DEFAULT_METRICS_MOUNT)
-        rel = posixpath.relpath(path, mount) if path.startswith(mount + "/") else None
-        if rel is None or not record.get("local_dir"):
-            raise UsageError(
-                f"the metrics of {resp.app_id} are on PersistentVolumeClaim "
-                f"{record['pvc']!r} at {path} in its pods: mount that volume here and pass "
-                f"--path DIR/{rel or ''}",
-                hint="or submit with --cfg metrics_local_dir=DIR (where the claim's storage "
-                "is mounted on this machine)",
-            )
-        return os.path.join(str(record["local_dir"]), rel).replace("{rank}", "*")
+        return k8s_metrics.metrics_location(resp.app_id, resp.metadata.get("metrics"))
 
     # -- submission ------------------------------------------------------------------------------
 
@@ -477,12 +452,8 @@ def _tombstones(ns: str) -> list[dict[str, Any]]:
 
 def _metrics_meta(jobs: Objects) -> dict[str, Any]:
     """{"metrics": where the ranks write metrics} from the first role's Job, if recorded."""
-    raw = _ann(sorted(jobs, key=st.role_index)[0], ANN_METRICS)
-    try:
-        record = json.loads(raw) if raw else None
-    except ValueError:
-        return {}
-    return {"metrics": record} if isinstance(record, dict) else {}
+    record = k8s_metrics.read_record(sorted(jobs, key=st.role_index)[0])
+    return {"metrics": record} if record else {}
 
 
 def _ann(obj: Mapping[str, Any], key: str) -> str:

@@ -11,7 +11,6 @@ Nothing here does I/O or imports the ``kubernetes`` package.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import posixpath
@@ -23,6 +22,17 @@ from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.handles import make_app_handle
 from trainlaunch.schedulers.kubernetes.checks import is_label_value
+from trainlaunch.schedulers.kubernetes.image import (
+    AGENT_DIR,
+    AGENT_MODES,
+    DEFAULT_METRICS_MOUNT,
+    POD_METRICS_DIR,
+    agent_configmap,
+    container_command,
+    image_volumes,
+    runs_agent,
+)
+from trainlaunch.schedulers.kubernetes.metrics import ANN_METRICS, metrics_record
 from trainlaunch.specs import AppDef, CfgVal, RetryPolicy, Role, macros
 
 BACKEND = "kubernetes"
@@ -39,7 +49,6 @@ ANN_APP_NAME = "trainlaunch.io/app-name"
 ANN_ROLE_INDEX = "trainlaunch.io/role-index"
 ANN_ROLE = "trainlaunch.io/role"  # the Role as submitted (JSON), so describe can return it
 ANN_ROLE_NAME = "trainlaunch.io/role-name"
-ANN_METRICS = "trainlaunch.io/metrics"  # where the ranks' metrics go (JSON), for `metrics`
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 RESERVED_PREFIX = "trainlaunch.io/"
 
@@ -50,22 +59,6 @@ _REPLICA_SENTINEL = "\ue000replica_id\ue000"
 _TOLERATION = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?(:(?P<effect>[A-Za-z]+))?$")
 _EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 _PULL_POLICIES = frozenset({"Always", "IfNotPresent", "Never"})
-
-AGENT_MODES = ("bundled", "image")  # the agent from the app's ConfigMap, or the image's own
-AGENT_DIR = "/opt/trainlaunch"  # where the agent's ConfigMap is mounted (read-only)
-AGENT_FILE = "agent.pyz"
-AGENT_VOLUME = "trainlaunch-agent"
-METRICS_VOLUME = "trainlaunch-metrics"
-DEFAULT_METRICS_MOUNT = "/mnt/trainlaunch/metrics"
-POD_METRICS_DIR = "/tmp/trainlaunch/metrics"  # without a PVC: inside the container
-CONFIGMAP_LIMIT = 1024 * 1024  # the API server's cap on a ConfigMap's data + binaryData
-# The image's interpreter when a role says plain "python": python3 first (Debian/Ubuntu
-# images have only that), else python (conda images have both); $0 is "python", "$@" the args.
-PICK_PYTHON = (
-    'for p in python3 python; do if command -v "$p" >/dev/null 2>&1; then exec "$p" "$@"; fi; '
-    'done; echo "trainlaunch: the image has neither python3 nor python on its PATH; '
-    'name its interpreter with --cfg python=PATH" >&2; exit 127'
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,16 +206,6 @@ def role_label(job: str, name: str) -> str:
 # --- manifests ----------------------------------------------------------------------------------
 
 
-def runs_agent(role: Role) -> bool:
-    """Whether the role runs trainlaunch's node agent (``python -m trainlaunch.agent ...``)."""
-    return tuple(role.args[:2]) == ("-m", "trainlaunch.agent")
-
-
-def agent_configmap_name(name: str) -> str:
-    """The app's agent ConfigMap (fits 63: the app name is at most 28 characters)."""
-    return f"{name}-agent"
-
-
 def render_app(
     app: AppDef,
     name: str,
@@ -267,7 +250,7 @@ def render_app(
             ANN_ROLE_INDEX: str(index),
             ANN_ROLE: json.dumps(role.to_dict(), sort_keys=True, separators=(",", ":")),
         }
-        if metrics := _metrics_record(role, name, opts):
+        if metrics := metrics_record(role, name, opts):
             annotations[ANN_METRICS] = metrics
         env = {
             **identity,
@@ -289,41 +272,9 @@ def render_app(
             }
         )
         if index == 0 and bundled and agent_zipapp is not None:
-            docs.append(_agent_configmap(name, app_labels, agent_zipapp, opts))
+            docs.append(agent_configmap(name, app_labels, agent_zipapp, opts.namespace))
         docs.append(_service(job, labels, role, opts))
     return docs
-
-
-def _agent_configmap(
-    name: str, labels: dict[str, str], zipapp: bytes, opts: RenderOptions
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": agent_configmap_name(name),
-            "namespace": opts.namespace,
-            "labels": dict(labels),
-        },
-        "immutable": True,  # the kubelet need not watch it
-        "binaryData": {AGENT_FILE: base64.b64encode(zipapp).decode("ascii")},
-    }
-
-
-def _metrics_record(role: Role, name: str, opts: RenderOptions) -> str | None:
-    """Where this role's ranks write metrics, for `trainlaunch metrics` (JSON), if anywhere."""
-    path = role.env.get(settings.METRICS_PATH)
-    if not path:
-        return None
-    path = macros.Values(
-        img_root="", app_id=name, replica_id="${replica_id}", rank0_env=settings.RANK0_HOST
-    ).substitute(path)
-    record: dict[str, str] = {"path": path}
-    if opts.metrics_pvc:
-        record.update(pvc=opts.metrics_pvc, mount=opts.metrics_mount)
-        if opts.metrics_local_dir:
-            record["local_dir"] = opts.metrics_local_dir
-    return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
 def _job_policy(role: Role, opts: RenderOptions) -> dict[str, Any]:
@@ -387,21 +338,9 @@ def _pod_template(
     if opts.shm_size:
         shm["sizeLimit"] = opts.shm_size
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": shm}]
-    if opts.agent == "bundled" and runs_agent(role):
-        container["volumeMounts"].append(
-            {"name": AGENT_VOLUME, "mountPath": AGENT_DIR, "readOnly": True}
-        )
-        volumes.append(
-            {
-                "name": AGENT_VOLUME,
-                "configMap": {"name": agent_configmap_name(name), "defaultMode": 0o444},
-            }
-        )
-    if opts.metrics_pvc:
-        container["volumeMounts"].append({"name": METRICS_VOLUME, "mountPath": opts.metrics_mount})
-        volumes.append(
-            {"name": METRICS_VOLUME, "persistentVolumeClaim": {"claimName": opts.metrics_pvc}}
-        )
+    for mount, volume in image_volumes(role, name, opts):
+        container["volumeMounts"].append(mount)
+        volumes.append(volume)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "subdomain": job,
@@ -422,21 +361,6 @@ def _pod_template(
     # Sidecars (e.g. istio) never exit and would keep a finished replica's pod running.
     annotations = {**opts.annotations, "sidecar.istio.io/inject": "false", ANN_ROLE_NAME: role.name}
     return {"metadata": {"labels": dict(labels), "annotations": annotations}, "spec": spec}
-
-
-def container_command(role: Role, opts: RenderOptions) -> tuple[list[str], list[str]]:
-    """The container's command and args: the bundled agent, and the image's interpreter."""
-    args = list(role.args)
-    if opts.agent == "bundled" and runs_agent(role):
-        args = [
-            f"{AGENT_DIR}/{AGENT_FILE}",
-            *args[2:],
-        ]  # the zipapp instead of -m trainlaunch.agent
-    if role.entrypoint != "python":  # a path or another name was chosen (e.g. dist.ddp --python)
-        return [role.entrypoint], args
-    if opts.python:
-        return [opts.python], args
-    return ["sh", "-c", PICK_PYTHON, "python"], args
 
 
 def kube_text(text: str) -> str:
