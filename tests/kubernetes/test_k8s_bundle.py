@@ -140,3 +140,20 @@ def test_python3_is_chosen_first(tmp_path: Path) -> None:
         timeout=30,
     )
     assert r.stdout.strip() == "three"
+
+
+def test_every_agent_module_imports_from_the_zipapp_alone(pyz: Path, tmp_path: Path) -> None:
+    # A check by another route than the builder's import reading: import each module of the
+    # package with only the zipapp on sys.path (no site-packages, no source tree).
+    code = (
+        "import importlib, pkgutil, sys; sys.path[:0] = [sys.argv[1]]; "
+        "import trainlaunch.agent as a; "
+        "names = [m.name for m in pkgutil.walk_packages(a.__path__, 'trainlaunch.agent.')]; "
+        "[importlib.import_module(n) for n in names if not n.endswith('__main__')]; "
+        "print(len(names), sorted(m for m in sys.modules if m.startswith('trainlaunch'))[:3]); "
+        "assert all(sys.argv[1] in (sys.modules[m].__file__ or '') "
+        "for m in sys.modules if m.startswith('trainlaunch'))"
+    )
+    r = isolated("-c", code, str(pyz), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[0]) == len(list((REPO / "trainlaunch" / "agent").glob("*.py"))) - 1

@@ -6,6 +6,7 @@ headless Service's name, the DNS name ``<job>-<k>.<svc>.<ns>.svc``. One pod temp
 replicas, so per-replica values come from the pod itself: ``TRAINLAUNCH_REPLICA_ID`` is read
 from the completion-index annotation through the downward API, and the ``${replica_id}`` macro
 becomes ``$(TRAINLAUNCH_REPLICA_ID)``, which the kubelet expands in command, args and env values.
+A role running the node agent gets it from the app's ConfigMap (image.py), so stock images work.
 Nothing here does I/O or imports the ``kubernetes`` package.
 """
 
