@@ -65,7 +65,7 @@ t = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(t)
 keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
         "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TRAINLAUNCH_METRICS_PATH",
-        "TRAINLAUNCH_SEED", "TRAINLAUNCH_REPLICA_ID")
+        "TRAINLAUNCH_SEED", "TRAINLAUNCH_REPLICA_ID", "JOB_COMPLETION_INDEX")
 print("RESULT " + json.dumps({"sum": t.item(), "host": socket.gethostname(),
                               "env": {k: os.environ.get(k) for k in keys}}), flush=True)
 dist.destroy_process_group()
@@ -204,6 +204,14 @@ def start_pod(
         "HOSTNAME": hostname,
         "HOME": "/root",
     }
+    # what the Job controller adds to an Indexed Job's containers, and the kubelet's API service
+    # variables (set even with enableServiceLinks: false)
+    index_ref = {"fieldRef": {"fieldPath": next(iter(FIELD_PATHS))}}
+    container = {
+        **container,
+        "env": [*container["env"], {"name": "JOB_COMPLETION_INDEX", "valueFrom": index_ref}],
+    }
+    base.update(KUBERNETES_SERVICE_HOST="10.96.0.1", KUBERNETES_SERVICE_PORT="443")
     env = pod_env(container, pod, base)
     argv = [kubelet_expand(a, env) for a in container["command"] + container.get("args", [])]
     script = pod_script(mounts, hosts, hostname, image / "workspace")
@@ -283,6 +291,7 @@ def test_two_pods_of_a_stock_image_all_reduce(
         assert e["RANK"] == str(rank) and e["WORLD_SIZE"] == "4"
         assert e["LOCAL_RANK"] == str(rank % 2) and e["LOCAL_WORLD_SIZE"] == "2"
         assert e["GROUP_RANK"] == e["TRAINLAUNCH_REPLICA_ID"] == str(rank // 2)
+        assert e["JOB_COMPLETION_INDEX"] == str(rank // 2)
         assert e["MASTER_ADDR"] == rank0_host and e["MASTER_PORT"] == str(port)
         assert e["TRAINLAUNCH_METRICS_PATH"] == "/tmp/trainlaunch/metrics/"
         assert e["TRAINLAUNCH_SEED"] and e["TORCHELASTIC_RUN_ID"]
