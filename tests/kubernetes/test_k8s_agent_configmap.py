@@ -75,6 +75,22 @@ def test_stop_deletes_the_configmap_with_the_job(
     assert fake_api.names("jobs", "team") == [] and fake_api.names("services", "team") == []
     job_delete = next(r for r in fake_api.requests if r.method == "DELETE")
     assert "/jobs/" in job_delete.path and job_delete.query == {"propagationPolicy": "Background"}
+    # deleted by name too, so it goes even where no garbage collector runs
+    deletes = [r.path.split("/")[-2:] for r in fake_api.requests if r.method == "DELETE"]
+    assert ["configmaps", f"{app_id.split(':')[1]}-agent"] in deletes
+
+
+def test_stop_deletes_an_orphaned_configmap(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
+    app_id, _ = submit(k8s, ddp())
+    (cm,) = fake_api.names("configmaps", "team")
+    stored = fake_api.get("configmaps", "team", cm)
+    assert stored is not None
+    del stored["metadata"]["ownerReferences"]  # as if the garbage collector did not know it
+    fake_api.put("configmaps", stored)
+    k8s.cancel(app_id)
+    assert fake_api.names("configmaps", "team") == []
 
 
 def test_agent_image_and_plain_apps_create_no_configmap(

@@ -327,12 +327,12 @@ class KubernetesScheduler(Scheduler):
         api = self._api()
         selector = f"{LABEL_APP}={name}"
         jobs, services = api.list("Job", ns, selector), api.list("Service", ns, selector)
-        configmaps = api.list("ConfigMap", ns, selector)
         deleted = [api.delete("Job", ns, j["metadata"]["name"]) for j in jobs]
         deleted += [api.delete("Service", ns, s["metadata"]["name"]) for s in services]
-        # owned by the first Job, so already going; deleting them too needs no garbage collector
-        for c in configmaps:
-            api.delete("ConfigMap", ns, c["metadata"]["name"])
+        # the agent's ConfigMap: owned by the first Job, so already going; deleting it too needs
+        # no garbage collector (named by the pods' volumes: apps without one need no verb on it)
+        for c in sorted({c for j in jobs for c in _configmaps(j)}):
+            api.delete("ConfigMap", ns, c)
         if not any(deleted):
             if _tombstone(ns, name) is not None:
                 return  # stopped before: stopping again is not an error
@@ -448,6 +448,12 @@ def _tombstones(ns: str) -> list[dict[str, Any]]:
         if isinstance(rec, dict) and rec.get("namespace") == ns and rec.get("name"):
             out.append(rec)
     return out
+
+
+def _configmaps(job: Mapping[str, Any]) -> list[str]:
+    """The ConfigMaps a Job's pods mount."""
+    volumes = job.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
+    return [str(v["configMap"]["name"]) for v in volumes if (v.get("configMap") or {}).get("name")]
 
 
 def _metrics_meta(jobs: Objects) -> dict[str, Any]:
