@@ -153,6 +153,12 @@ class Runner:
         sched, h = self._parse(app_handle)
         return sched.describe(h.app_id)
 
+    def metrics_location(self, app_handle: str, resp: DescribeAppResponse) -> str | None:
+        """Where on this machine the app's metrics files are, if its backend knows better
+        than the rank settings it recorded (None); UsageError if they are out of reach."""
+        sched, _ = self._parse(app_handle)
+        return sched.metrics_location(resp)
+
     def status(self, app_handle: str) -> AppStatus:
         """The app's status (AppNotFound if unknown; never None)."""
         return self.describe_app(app_handle).status

@@ -6,11 +6,25 @@ from typing import Any
 
 from k8s_helpers import echo_app
 
+from components import dist
+from trainlaunch import settings
 from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
 from trainlaunch.schedulers.kubernetes.render import RenderOptions, app_name, render_app
 from trainlaunch.specs import AppDef, Resource, RetryPolicy, Role
 
 SESSION = "tests"
+# Stands in for the real zipapp in golden files, which would otherwise change with every
+# change to the agent's code (the real one is tested in test_k8s_bundle.py).
+GOLDEN_ZIPAPP = b"agent.pyz as bundled by trainlaunch"
+STOCK_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+
+
+def stock_ddp_app(**component: object) -> AppDef:
+    """dist.ddp on 2 nodes x 4 workers in an official PyTorch image, as `run` injects it."""
+    app = dist.ddp(
+        "train.py", "--lr", "0.1", image=STOCK_IMAGE, nnodes="2", nproc_per_node="4", **component
+    )
+    return app
 
 
 def ddp_app() -> AppDef:
@@ -75,13 +89,32 @@ CASES: dict[str, tuple[AppDef, dict[str, Any], str]] = {
     "echo_defaults": (echo_app(2), {"namespace": "team"}, "x7k2p"),
     "ddp_all_options": (ddp_app(), ALL_OPTIONS, "4f9zq"),
     "long_names": (long_app(), {"namespace": "n" * 63}, "00000"),
+    # the image's interpreter: python3-else-python (default), python3 (cfg), python (cfg)
+    "ddp_stock_image": (stock_ddp_app(), {"namespace": "team"}, "s70ck"),
+    "ddp_python3_metrics_pvc": (
+        stock_ddp_app(),
+        {
+            "namespace": "team",
+            "python": "python3",
+            "metrics_pvc": "train-metrics",
+            "metrics_local_dir": "/nfs/train-metrics",
+        },
+        "pvc00",
+    ),
+    "ddp_image_agent": (
+        stock_ddp_app(),
+        {"namespace": "team", "agent": "image", "python": "python"},
+        "img00",
+    ),
 }
 
 
-def render_case(name: str) -> list[dict[str, Any]]:
-    """The manifests of one case."""
+def render_case(name: str, zipapp: bytes = GOLDEN_ZIPAPP) -> list[dict[str, Any]]:
+    """The manifests of one case (dist.ddp cases with the rank settings injected, as by run)."""
     app, cfg, suffix = CASES[name]
     resolved = KubernetesScheduler(SESSION).run_opts().resolve(cfg, "kubernetes")
-    return render_app(
-        app, app_name(app.name, suffix), SESSION, RenderOptions.from_cfg(resolved, cfg["namespace"])
-    )
+    opts = RenderOptions.from_cfg(resolved, cfg["namespace"])
+    if name.startswith("ddp_") and name != "ddp_all_options":
+        rs = settings.RankSettings(seed=7, metrics_path=opts.metrics_path())
+        app = settings.inject(app, rs, f"kubernetes://{SESSION}/")
+    return render_app(app, app_name(app.name, suffix), SESSION, opts, zipapp)

@@ -33,6 +33,10 @@ _ROUTES = [
     ),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services(?:/(?P<name>[^/]+))?$"), "services"),
     (
+        re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps(?:/(?P<name>[^/]+))?$"),
+        "configmaps",
+    ),
+    (
         re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+))?(?P<sub>/log)?$"),
         "pods",
     ),
@@ -40,6 +44,7 @@ _ROUTES = [
 _KINDS = {
     "jobs": ("Job", "batch/v1", "batch"),
     "services": ("Service", "v1", ""),
+    "configmaps": ("ConfigMap", "v1", ""),
     "pods": ("Pod", "v1", ""),
 }
 _END = object()

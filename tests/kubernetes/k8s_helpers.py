@@ -49,3 +49,26 @@ def echo_app(replicas: int = 2, **role: object) -> AppDef:
     }
     fields.update(role)
     return AppDef("echo", (Role(**fields),))  # type: ignore[arg-type]
+
+
+def kubelet_expand(text: str, env: dict[str, str]) -> str:
+    """The kubelet's $(VAR) expansion (k8s third_party/forked/golang/expansion)."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "$" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+            elif nxt == "(" and ")" in text[i + 2 :]:
+                end = text.index(")", i + 2)
+                name = text[i + 2 : end]
+                out.append(env.get(name, f"$({name})"))
+                i = end + 1
+            else:
+                out.append("$" + nxt)
+                i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Callable
 from typing import Any
@@ -10,7 +11,9 @@ import pytest
 from k8s_cases import render_case
 
 from trainlaunch.schedulers.kubernetes.checks import (
+    MAX_CONFIGMAP_BYTES,
     check_manifests,
+    configmap_size,
     is_label_value,
     is_port_name,
     is_qualified_name,
@@ -109,10 +112,61 @@ MUTATIONS: dict[str, tuple[Callable[[Docs], None], str]] = {
     ),
     "bad service account": (setitem(pod, "serviceAccountName", "Not_OK"), "serviceAccountName"),
     "unknown kind": (
-        lambda d: d.append({"kind": "ConfigMap", "metadata": {"name": "x", "namespace": "team"}}),
+        lambda d: d.append({"kind": "Secret", "metadata": {"name": "x", "namespace": "team"}}),
         "unexpected kind",
     ),
 }
+
+
+def configmap(docs: Docs) -> dict[str, Any]:
+    return next(d for d in docs if d["kind"] == "ConfigMap")
+
+
+AGENT_MUTATIONS: dict[str, tuple[Callable[[Docs], None], str]] = {
+    "configmap over 1 MiB": (
+        lambda d: configmap(d)["binaryData"].__setitem__(
+            "agent.pyz", base64.b64encode(b"x" * (1024 * 1024 + 1)).decode()
+        ),
+        "over the API server's limit",
+    ),
+    "configmap not base64": (
+        lambda d: configmap(d)["binaryData"].__setitem__("agent.pyz", "not base64!"),
+        "not base64",
+    ),
+    "configmap bad key": (
+        lambda d: configmap(d)["binaryData"].__setitem__("a/b", ""),
+        "key 'a/b'",
+    ),
+    "configmap missing": (lambda d: d.remove(configmap(d)), "needs ConfigMap"),
+    "bad claim name": (
+        lambda d: pod(d)["volumes"].append(
+            {"name": "m", "persistentVolumeClaim": {"claimName": "Bad_Claim"}}
+        ),
+        "claim 'Bad_Claim'",
+    ),
+    "two mounts on one path": (
+        lambda d: container(d)["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"}),
+        "two volumes are mounted",
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(AGENT_MUTATIONS))
+def test_each_broken_agent_rule_is_reported(mutation: str) -> None:
+    docs = copy.deepcopy(render_case("ddp_python3_metrics_pvc"))
+    assert check_manifests(docs) == []
+    change, expect = AGENT_MUTATIONS[mutation]
+    change(docs)
+    problems = check_manifests(docs)
+    assert any(expect in p for p in problems), problems
+
+
+def test_the_real_agent_configmap_is_measured() -> None:
+    from trainlaunch.schedulers.kubernetes.bundle import build_agent_zipapp
+
+    docs = render_case("ddp_stock_image", zipapp=build_agent_zipapp())
+    assert check_manifests(docs) == []
+    assert configmap_size(configmap(docs)) == len(build_agent_zipapp()) < MAX_CONFIGMAP_BYTES
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s_cases import CASES, SESSION, render_case
-from k8s_helpers import GOLDEN, echo_app
+from k8s_cases import CASES, GOLDEN_ZIPAPP, SESSION, render_case
+from k8s_helpers import GOLDEN, echo_app, kubelet_expand
 
 from trainlaunch.errors import UsageError
 from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
@@ -36,7 +36,8 @@ def dryrun(app: AppDef, **cfg: Any) -> Any:
 def render(app: AppDef, **cfg: Any) -> list[dict[str, Any]]:
     """The manifests of app under cfg (name 'app-00000')."""
     resolved = KubernetesScheduler(SESSION).run_opts().resolve({"namespace": "team", **cfg})
-    return render_app(app, "app-00000", SESSION, RenderOptions.from_cfg(resolved, "team"))
+    opts = RenderOptions.from_cfg(resolved, "team")
+    return render_app(app, "app-00000", SESSION, opts, GOLDEN_ZIPAPP)
 
 
 def container(docs: list[dict[str, Any]], i: int = 0) -> dict[str, Any]:
@@ -80,29 +81,6 @@ def test_json_when_pyyaml_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "yaml", None)
     text = to_yaml(docs)
     assert [json.loads(part) for part in text.split("\n---\n")] == docs
-
-
-def kubelet_expand(text: str, env: dict[str, str]) -> str:
-    """The kubelet's $(VAR) expansion (k8s third_party/forked/golang/expansion), for the test."""
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "$" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "$":
-                out.append("$")
-                i += 2
-            elif nxt == "(" and ")" in text[i + 2 :]:
-                end = text.index(")", i + 2)
-                name = text[i + 2 : end]
-                out.append(env.get(name, f"$({name})"))
-                i = end + 1
-            else:
-                out.append("$" + nxt)
-                i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
 
 
 @pytest.mark.parametrize(
@@ -207,6 +185,9 @@ def test_retries_replica_uses_per_index_limits_on_new_servers() -> None:
         ({"server_version": "1.20"}, "older than"),
         ({"server_version": "latest"}, "server_version"),
         ({"rdzv_port": 70000}, "rdzv_port"),
+        ({"agent": "sidecar"}, "agent must be one of bundled, image"),
+        ({"metrics_mount": "relative/dir"}, "metrics_mount"),
+        ({"metrics_mount": "/opt/trainlaunch"}, "metrics_mount"),
     ],
 )
 def test_bad_options(cfg: dict[str, Any], match: str) -> None:
@@ -247,3 +228,24 @@ def test_the_job_records_its_role() -> None:
     app = CASES["ddp_all_options"][0]
     jobs = [d for d in render_case("ddp_all_options") if d["kind"] == "Job"]
     assert [role_from_job(j) for j in jobs] == list(app.roles)
+
+
+def test_the_image_interpreter_spellings() -> None:
+    from k8s_cases import stock_ddp_app
+
+    app = stock_ddp_app()
+    default = container(render(app, agent="image"))
+    assert default["command"][:2] == ["sh", "-c"] and default["command"][3] == "python"
+    assert default["args"][:2] == ["-m", "trainlaunch.agent"]
+    assert container(render(app, agent="image", python="python3"))["command"] == ["python3"]
+    assert container(render(app, python="python"))["command"] == ["python"]
+    assert container(render(app, python="python"))["args"][0] == "/opt/trainlaunch/agent.pyz"
+    # a component's own choice (dist.ddp --python) is the image's path: kept as given
+    chosen = stock_ddp_app(python="/opt/conda/bin/python3")
+    assert container(render(chosen, python="python"))["command"] == ["/opt/conda/bin/python3"]
+
+
+def test_roles_not_running_the_agent_get_no_configmap() -> None:
+    docs = render(echo_app())
+    assert [d["kind"] for d in docs] == ["Job", "Service"]
+    assert [v["name"] for v in docs[0]["spec"]["template"]["spec"]["volumes"]] == ["dshm"]

@@ -98,6 +98,8 @@ def variants() -> list[tuple[str, AppDef, dict[str, Any]]]:
         "image_pull_secrets": ["s"],
         "image_pull_policy": "Always",
         "shm_size": "1Gi",
+        "metrics_pvc": "metrics-claim",
+        "python": "python3",
     }
     out += [(f"opt-{k}", AppDef("r", (role,)), {k: v}) for k, v in opts.items()]
     return out
@@ -108,6 +110,24 @@ def test_variants_are_valid(label: str, app: AppDef, cfg: dict[str, Any]) -> Non
     resolved = KubernetesScheduler("s").run_opts().resolve({"namespace": "team", **cfg})
     opts = RenderOptions.from_cfg(resolved, "team")
     assert_valid_from(render_app(app, "r-00000", "s", opts), opts.server_version)
+
+
+@pytest.mark.parametrize("agent", ["bundled", "image"])
+def test_the_real_agent_configmap_and_its_volumes_are_valid(agent: str) -> None:
+    from k8s_cases import stock_ddp_app
+
+    from trainlaunch.schedulers.kubernetes.bundle import build_agent_zipapp
+
+    resolved = (
+        KubernetesScheduler("s")
+        .run_opts()
+        .resolve({"namespace": "team", "agent": agent, "metrics_pvc": "metrics-claim"})
+    )
+    opts = RenderOptions.from_cfg(resolved, "team")
+    docs = render_app(stock_ddp_app(), "r-00000", "s", opts, build_agent_zipapp())
+    kinds = [d["kind"] for d in docs]
+    assert kinds == (["Job", "ConfigMap", "Service"] if agent == "bundled" else ["Job", "Service"])
+    assert_valid_from(docs, opts.server_version)
 
 
 def test_newer_fields_are_rendered_only_for_newer_servers() -> None:

@@ -249,3 +249,53 @@ def test_cli_run_wait_and_logs(slurm: SlurmScheduler, tmp_path: Path) -> None:
         [*cmd, "logs", handle], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
     )
     assert logs.returncode == 0 and "hi from slurm" in logs.stdout, logs
+
+
+METRICS_WRITER = """\
+import json, os
+path = os.environ["TRAINLAUNCH_METRICS_PATH"]  # every rank gets it
+os.makedirs(path.replace("{rank}", "0") if path.endswith("/") else os.path.dirname(path), exist_ok=True)
+target = os.path.join(path, "rank%s.jsonl" % os.environ["RANK"]) if path.endswith("/") else path
+with open(target.replace("{rank}", os.environ["RANK"]), "a") as f:
+    f.write(json.dumps({"step": 5, "epoch": 0, "rank": int(os.environ["RANK"]),
+                        "loss": 1.0 + int(os.environ["RANK"])}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("metrics_path", [None, "./rel-metrics/"])
+def test_cli_metrics_of_a_finished_app_from_another_directory(
+    slurm: SlurmScheduler, tmp_path: Path, metrics_path: str | None
+) -> None:
+    env = {**os.environ, "TRAINLAUNCH_CONFIG": "", "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "trainlaunch"]
+    work = tmp_path / "work"
+    (work / "w.py").write_text(METRICS_WRITER)
+    flag = ["--metrics-path", metrics_path] if metrics_path else []
+    run = subprocess.run(
+        [*cmd, "run", "-s", "slurm", "--wait", *flag, "dist.ddp", "--nproc", "2", "w.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr
+    handle = run.stdout.strip().splitlines()[0]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shown = subprocess.run(
+        [*cmd, "metrics", handle, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=elsewhere,
+    )
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert {r: (v["step"], v["loss"]) for r, v in doc["latest"].items()} == {
+        "0": (5, 1.0),
+        "1": (5, 2.0),
+    }
+    expected = work / "rel-metrics" if metrics_path else Path(os.environ[settings.HOME])
+    assert doc["path"].startswith(str(expected)), doc["path"]

@@ -145,7 +145,7 @@ def command(
     handle = str(parse_app_handle(handle))
     with get_runner() as runner:
         resp = runner.describe_app(handle)
-        where = path_ or metrics_location(resp)
+        where = path_ or runner.metrics_location(handle, resp) or metrics_location(resp)
         if follow:
             from trainlaunch.cli.boundary import raise_on_sigterm
 

@@ -12,6 +12,8 @@ import abc
 import builtins
 import dataclasses
 import enum
+import os
+import string
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,20 @@ class Scheduler(abc.ABC):
         """Where metrics go when the user does not say (may contain ``${app_id}``)."""
         return None
 
+    def metrics_location(self, resp: DescribeAppResponse) -> str | None:
+        """A dir, file or glob on this machine with the app's metrics files (None: unknown).
+
+        By default the recorded metrics path, a relative one taken from the app's working
+        directory (``metadata["cwd"]``) as its ranks did. A backend whose ranks write where
+        this machine cannot read raises UsageError saying where the metrics are.
+        """
+        path = recorded_metrics_path(resp)
+        cwd = resp.metadata.get("cwd")
+        if path and not os.path.isabs(path) and isinstance(cwd, str) and cwd:
+            slash = "/" if path.endswith("/") else ""  # a directory stays one
+            path = os.path.normpath(os.path.join(cwd, path)) + slash
+        return path
+
     # -- queries -----------------------------------------------------------------------------
     @abc.abstractmethod
     def describe(self, app_id: str) -> DescribeAppResponse:
@@ -132,3 +148,15 @@ class Scheduler(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 (optional hook, deliberately not abstract)
         """Release resources (nothing by default)."""
+
+
+def recorded_metrics_path(resp: DescribeAppResponse) -> str | None:
+    """The metrics path the app's ranks got (``${app_id}`` filled, ``{rank}`` as ``*``)."""
+    recorded: dict[str, Any] = {}
+    if resp.app is not None:
+        recorded = dict(resp.app.metadata.get("trainlaunch") or {})
+    path = recorded.get("metrics_path") or (resp.metadata.get("settings") or {}).get("metrics_path")
+    if not path:
+        return None
+    path = string.Template(str(path)).safe_substitute(app_id=resp.app_id)
+    return os.path.expanduser(path).replace("{rank}", "*")

@@ -23,9 +23,11 @@ from trainlaunch import settings, store
 from trainlaunch.errors import AppNotFound, SchedulerError, UsageError
 from trainlaunch.handles import make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.schedulers.kubernetes import metrics as k8s_metrics
 from trainlaunch.schedulers.kubernetes import status as st
 from trainlaunch.schedulers.kubernetes.checks import check_manifests, is_dns_label
 from trainlaunch.schedulers.kubernetes.client import KubeApi, NotFound, connect, resolve_context
+from trainlaunch.schedulers.kubernetes.image import DEFAULT_METRICS_MOUNT, runs_agent
 from trainlaunch.schedulers.kubernetes.logs import LogReader
 from trainlaunch.schedulers.kubernetes.render import (
     ANN_APP_NAME,
@@ -129,7 +131,46 @@ class KubernetesScheduler(Scheduler):
             f"port rank 0 listens on ({settings.RDZV_PORT})",
             default=DEFAULT_RDZV_PORT,
         )
+        o.add(
+            "agent",
+            str,
+            "where pods running dist.ddp get trainlaunch's node agent: 'bundled' (a zipapp "
+            "in a ConfigMap of the app: any image with Python and torch) or 'image' (the "
+            "image has trainlaunch installed)",
+            default="bundled",
+        )
+        o.add(
+            "python",
+            str,
+            "the image's interpreter for roles that run 'python' (default: python3, else python)",
+        )
+        o.add(
+            "metrics_pvc",
+            str,
+            "PersistentVolumeClaim for the ranks' metrics (ReadWriteMany for several pods); "
+            "without one they stay inside the pods",
+        )
+        o.add(
+            "metrics_mount",
+            str,
+            "where the metrics PVC is mounted in the pods; metrics go to MOUNT/<app name>/",
+            default=DEFAULT_METRICS_MOUNT,
+        )
+        o.add(
+            "metrics_local_dir",
+            str,
+            "the metrics PVC's storage as mounted on this machine (e.g. an NFS share), "
+            "so `trainlaunch metrics` can read it",
+        )
         return o
+
+    def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
+        """On the metrics PVC (MOUNT/<app name>/) if one is named, else inside the pods."""
+        return RenderOptions.from_cfg(cfg, "default").metrics_path()
+
+    def metrics_location(self, resp: DescribeAppResponse) -> str | None:
+        """metrics_local_dir/<app name>/ for a PVC mounted here; else a UsageError saying where."""
+        return k8s_metrics.metrics_location(resp.app_id, resp.metadata.get("metrics"))
 
     # -- submission ------------------------------------------------------------------------------
 
@@ -147,7 +188,13 @@ class KubernetesScheduler(Scheduler):
                     hint="give the component an image (e.g. --image)",
                 )
         name = app_name(app.name, "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5)))
-        docs = render_app(app, name, self.session_name, RenderOptions.from_cfg(cfg, namespace))
+        opts = RenderOptions.from_cfg(cfg, namespace)
+        zipapp = None
+        if opts.agent == "bundled" and any(runs_agent(r) for r in app.roles):
+            from trainlaunch.schedulers.kubernetes.bundle import build_agent_zipapp
+
+            zipapp = build_agent_zipapp()
+        docs = render_app(app, name, self.session_name, opts, zipapp)
         problems = check_manifests(docs)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -173,8 +220,9 @@ class KubernetesScheduler(Scheduler):
         owner: dict[str, Any] = {}
         try:
             for doc in req.resources:
-                if doc["kind"] == "Service" and owner:
-                    # The Job's uid exists only now: with it, deleting the Job removes the Service.
+                if doc["kind"] in ("Service", "ConfigMap") and owner:
+                    # The Job's uid exists only now: with it, deleting the Job removes the
+                    # Service and the agent's ConfigMap (which the first Job owns).
                     doc = {**doc, "metadata": {**doc["metadata"], "ownerReferences": [owner]}}
                 stored = api.create(doc)
                 created.append((doc["kind"], doc["metadata"]["name"]))
@@ -230,6 +278,7 @@ class KubernetesScheduler(Scheduler):
                 "namespace": ns,
                 "jobs": sorted(j["metadata"]["name"] for j in jobs),
                 "context": self.context or "",
+                **_metrics_meta(jobs),
             },
         )
 
@@ -280,6 +329,10 @@ class KubernetesScheduler(Scheduler):
         jobs, services = api.list("Job", ns, selector), api.list("Service", ns, selector)
         deleted = [api.delete("Job", ns, j["metadata"]["name"]) for j in jobs]
         deleted += [api.delete("Service", ns, s["metadata"]["name"]) for s in services]
+        # the agent's ConfigMap: owned by the first Job, so already going; deleting it too needs
+        # no garbage collector (named by the pods' volumes: apps without one need no verb on it)
+        for c in sorted({c for j in jobs for c in _configmaps(j)}):
+            api.delete("ConfigMap", ns, c)
         if not any(deleted):
             if _tombstone(ns, name) is not None:
                 return  # stopped before: stopping again is not an error
@@ -395,6 +448,18 @@ def _tombstones(ns: str) -> list[dict[str, Any]]:
         if isinstance(rec, dict) and rec.get("namespace") == ns and rec.get("name"):
             out.append(rec)
     return out
+
+
+def _configmaps(job: Mapping[str, Any]) -> list[str]:
+    """The ConfigMaps a Job's pods mount."""
+    volumes = job.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
+    return [str(v["configMap"]["name"]) for v in volumes if (v.get("configMap") or {}).get("name")]
+
+
+def _metrics_meta(jobs: Objects) -> dict[str, Any]:
+    """{"metrics": where the ranks write metrics} from the first role's Job, if recorded."""
+    record = k8s_metrics.read_record(sorted(jobs, key=st.role_index)[0])
+    return {"metrics": record} if record else {}
 
 
 def _ann(obj: Mapping[str, Any], key: str) -> str:

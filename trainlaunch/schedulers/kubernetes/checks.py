@@ -8,6 +8,8 @@ is a usage error before anything reaches a cluster.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -25,16 +27,49 @@ _QUANTITY = re.compile(
 _FAILURE_ACTIONS = frozenset({"FailJob", "FailIndex", "Ignore", "Count"})
 _EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 MAX_ANNOTATIONS_BYTES = 256 * 1024
+MAX_CONFIGMAP_BYTES = 1024 * 1024  # data + decoded binaryData, as the API server counts
+_CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
 def check_manifests(docs: list[dict[str, Any]]) -> list[str]:
     """Every problem found, as ``Kind/name: what`` lines (empty when all is well)."""
     services = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Service"}
+    configmaps = {d["metadata"]["name"] for d in docs if d.get("kind") == "ConfigMap"}
     problems: list[str] = []
     for doc in docs:
         where = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
         problems += [f"{where}: {p}" for p in _check_doc(doc, services)]
+        if doc.get("kind") == "Job":  # a pod waits forever for a ConfigMap nobody creates
+            for v in doc["spec"].get("template", {}).get("spec", {}).get("volumes", []):
+                name = (v.get("configMap") or {}).get("name")
+                if name is not None and name not in configmaps:
+                    problems.append(f"{where}: volume {v.get('name')!r} needs ConfigMap {name!r}")
     return problems
+
+
+def configmap_size(doc: Mapping[str, Any]) -> int:
+    """Bytes a ConfigMap holds by the API server's count: data values + decoded binaryData."""
+    size = sum(len(str(v).encode()) for v in (doc.get("data") or {}).values())
+    for value in (doc.get("binaryData") or {}).values():
+        try:
+            size += len(base64.b64decode(value, validate=True))
+        except (binascii.Error, ValueError):
+            size += len(value)
+    return size
+
+
+def _check_configmap(doc: Mapping[str, Any]) -> Iterator[str]:
+    if not is_dns_subdomain(doc["metadata"].get("name", "")):
+        yield f"ConfigMap name {doc['metadata'].get('name')!r} is not an RFC 1123 subdomain"
+    for key, value in (doc.get("binaryData") or {}).items():
+        if not _CONFIGMAP_KEY.match(key):
+            yield f"key {key!r} must match [-._a-zA-Z0-9]+"
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            yield f"binaryData {key!r} is not base64"
+    if (size := configmap_size(doc)) > MAX_CONFIGMAP_BYTES:
+        yield f"holds {size} bytes, over the API server's limit of {MAX_CONFIGMAP_BYTES}"
 
 
 def _check_doc(doc: dict[str, Any], services: Mapping[str, dict[str, Any]]) -> Iterator[str]:
@@ -46,6 +81,8 @@ def _check_doc(doc: dict[str, Any], services: Mapping[str, dict[str, Any]]) -> I
         if not _DNS_1035.match(meta.get("name", "")) or len(meta.get("name", "")) > 63:
             yield f"Service name {meta.get('name')!r} is not an RFC 1035 label"
         yield from _check_service(doc.get("spec", {}))
+    elif doc.get("kind") == "ConfigMap":
+        yield from _check_configmap(doc)
     else:
         yield f"unexpected kind {doc.get('kind')!r}"
 
@@ -132,6 +169,9 @@ def _check_pod(
         size = (v.get("emptyDir") or {}).get("sizeLimit")
         if size is not None and not is_quantity(size):
             yield f"volume {v.get('name')!r}: sizeLimit {size!r} is not a Kubernetes quantity"
+        claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim is not None and not is_dns_subdomain(claim):
+            yield f"volume {v.get('name')!r}: claim {claim!r} is not an RFC 1123 subdomain"
     names: set[str] = set()
     for c in pod.get("containers", []):
         if not is_dns_label(c.get("name", "")) or c["name"] in names:
@@ -160,9 +200,13 @@ def _check_container(c: Mapping[str, Any], volumes: set[str | None]) -> Iterator
         if "/" in key and requests[key] != limits.get(key):
             yield f"extended resource {key}: requests must equal limits"
     yield from _check_ports(c.get("ports", []), "containerPort")
+    paths: set[str] = set()
     for m in c.get("volumeMounts", []):
         if m.get("name") not in volumes:
             yield f"volumeMount {m.get('name')!r} names no volume"
+        if m.get("mountPath") in paths:
+            yield f"two volumes are mounted at {m.get('mountPath')!r}"
+        paths.add(m.get("mountPath", ""))
 
 
 def _check_service(spec: Mapping[str, Any]) -> Iterator[str]:

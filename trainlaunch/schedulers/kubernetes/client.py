@@ -90,7 +90,10 @@ def connect(kubeconfig: str | None, context: str | None) -> KubeApi:
     try:
         if files or kubeconfig or context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration
+                # the client reads $KUBECONFIG once, at import: read it now
+                config_file=kubeconfig or os.environ.get("KUBECONFIG") or None,
+                context=context,
+                client_configuration=configuration,
             )
         else:
             config.load_incluster_config(  # type: ignore[no-untyped-call]
@@ -120,20 +123,22 @@ class KubeApi:
         self._client.close()
 
     def create(self, doc: dict[str, Any]) -> dict[str, Any]:
-        """Create a Job or a Service; return the object the server stored."""
+        """Create a Job, Service or ConfigMap; return the object the server stored."""
         kind, ns, name = doc["kind"], doc["metadata"]["namespace"], doc["metadata"]["name"]
         fn = {
             "Job": self._batch.create_namespaced_job,
             "Service": self._core.create_namespaced_service,
+            "ConfigMap": self._core.create_namespaced_config_map,
         }[kind]
         return dict(self._json(fn, f"create {kind} {ns}/{name}", ns, doc))
 
     def list(self, kind: str, ns: str, selector: str) -> list[dict[str, Any]]:
-        """Objects of kind (Job, Service, Pod) in ns matching a label selector."""
+        """Objects of kind (Job, Service, ConfigMap, Pod) in ns matching a label selector."""
         fn = {
             "Job": self._batch.list_namespaced_job,
             "Pod": self._core.list_namespaced_pod,
             "Service": self._core.list_namespaced_service,
+            "ConfigMap": self._core.list_namespaced_config_map,
         }[kind]
         items = self._json(fn, f"list {kind}s in namespace {ns}", ns, label_selector=selector)
         return list(items.get("items") or [])
@@ -143,6 +148,7 @@ class KubeApi:
         fn = {
             "Job": self._batch.delete_namespaced_job,
             "Service": self._core.delete_namespaced_service,
+            "ConfigMap": self._core.delete_namespaced_config_map,
         }[kind]
         try:
             # The REST default for batch/v1 Jobs orphans their pods: always say Background.
@@ -242,7 +248,7 @@ class KubeApi:
                 f"cannot {action}: forbidden by RBAC ({message})",
                 status,
                 hint="ask a cluster admin for a Role allowing create/get/list/delete on "
-                "jobs.batch, services and pods, and get on pods/log in this namespace "
+                "jobs.batch, services, configmaps and pods, and get on pods/log in this namespace "
                 "(check with: kubectl auth can-i create jobs.batch -n NAMESPACE)",
             )
         if status == 401:

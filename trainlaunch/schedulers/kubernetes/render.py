@@ -6,6 +6,7 @@ headless Service's name, the DNS name ``<job>-<k>.<svc>.<ns>.svc``. One pod temp
 replicas, so per-replica values come from the pod itself: ``TRAINLAUNCH_REPLICA_ID`` is read
 from the completion-index annotation through the downward API, and the ``${replica_id}`` macro
 becomes ``$(TRAINLAUNCH_REPLICA_ID)``, which the kubelet expands in command, args and env values.
+A role running the node agent gets it from the app's ConfigMap (image.py), so stock images work.
 Nothing here does I/O or imports the ``kubernetes`` package.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import posixpath
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -21,6 +23,17 @@ from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.handles import make_app_handle
 from trainlaunch.schedulers.kubernetes.checks import is_label_value
+from trainlaunch.schedulers.kubernetes.image import (
+    AGENT_DIR,
+    AGENT_MODES,
+    DEFAULT_METRICS_MOUNT,
+    POD_METRICS_DIR,
+    agent_configmap,
+    container_command,
+    image_volumes,
+    runs_agent,
+)
+from trainlaunch.schedulers.kubernetes.metrics import ANN_METRICS, metrics_record
 from trainlaunch.specs import AppDef, CfgVal, RetryPolicy, Role, macros
 
 BACKEND = "kubernetes"
@@ -65,6 +78,11 @@ class RenderOptions:
     image_pull_policy: str | None = None
     shm_size: str | None = None
     rdzv_port: int = DEFAULT_RDZV_PORT
+    agent: str = "bundled"
+    python: str | None = None
+    metrics_pvc: str | None = None
+    metrics_mount: str = DEFAULT_METRICS_MOUNT
+    metrics_local_dir: str | None = None
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, CfgVal], namespace: str) -> RenderOptions:
@@ -81,6 +99,12 @@ class RenderOptions:
         for key in [*_str_map(cfg.get("labels")), *_str_map(cfg.get("annotations"))]:
             if key.startswith(RESERVED_PREFIX):
                 raise UsageError(f"label/annotation {key!r} is reserved for trainlaunch")
+        agent = opt_str(cfg, "agent") or "bundled"
+        if agent not in AGENT_MODES:
+            raise UsageError(f"agent must be one of {', '.join(AGENT_MODES)}, got {agent!r}")
+        mount = opt_str(cfg, "metrics_mount") or DEFAULT_METRICS_MOUNT
+        if not posixpath.isabs(mount) or mount.rstrip("/") in ("", AGENT_DIR, "/dev/shm"):
+            raise UsageError(f"metrics_mount must be an absolute path of its own, got {mount!r}")
         return cls(
             namespace=namespace,
             server_version=parse_version(opt_str(cfg, "server_version") or ""),
@@ -94,7 +118,18 @@ class RenderOptions:
             image_pull_policy=opt_str(cfg, "image_pull_policy"),
             shm_size=opt_str(cfg, "shm_size"),
             rdzv_port=port,
+            agent=agent,
+            python=opt_str(cfg, "python"),
+            metrics_pvc=opt_str(cfg, "metrics_pvc"),
+            metrics_mount=posixpath.normpath(mount),
+            metrics_local_dir=opt_str(cfg, "metrics_local_dir"),
         )
+
+    def metrics_path(self) -> str:
+        """The default TRAINLAUNCH_METRICS_PATH in the pods (``${app_id}``: the app's name)."""
+        if self.metrics_pvc:
+            return f"{self.metrics_mount}/{macros.app_id}/"
+        return f"{POD_METRICS_DIR}/"
 
 
 def opt_str(cfg: Mapping[str, CfgVal], key: str) -> str | None:
@@ -172,8 +207,15 @@ def role_label(job: str, name: str) -> str:
 # --- manifests ----------------------------------------------------------------------------------
 
 
-def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> list[dict[str, Any]]:
-    """Per role, in order: its Job then its headless Service."""
+def render_app(
+    app: AppDef,
+    name: str,
+    session: str,
+    opts: RenderOptions,
+    agent_zipapp: bytes | None = None,
+) -> list[dict[str, Any]]:
+    """Per role, in order: its Job then its headless Service; the agent's ConfigMap follows
+    the first Job (which owns it) when a role runs the bundled agent."""
     jobs = job_names(app, name)
     first = jobs[app.roles[0].name]
     rank0 = f"{first}-0.{first}.{opts.namespace}.svc"
@@ -183,6 +225,15 @@ def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> lis
         settings.HANDLE: make_app_handle(BACKEND, session, app_id),
         settings.RANK0_HOST: rank0,
         settings.RDZV_PORT: str(opts.rdzv_port),
+    }
+    bundled = opts.agent == "bundled" and any(runs_agent(r) for r in app.roles)
+    if bundled and agent_zipapp is None:
+        raise ValueError("render_app: the bundled agent needs agent_zipapp")
+    app_labels = {
+        **opts.labels,
+        LABEL_MANAGED_BY: "trainlaunch",
+        LABEL_APP: name,
+        LABEL_SESSION: session_label(session),
     }
     docs: list[dict[str, Any]] = []
     for index, role in enumerate(app.roles):
@@ -200,6 +251,8 @@ def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> lis
             ANN_ROLE_INDEX: str(index),
             ANN_ROLE: json.dumps(role.to_dict(), sort_keys=True, separators=(",", ":")),
         }
+        if metrics := metrics_record(role, name, opts):
+            annotations[ANN_METRICS] = metrics
         env = {
             **identity,
             settings.ROLE_NAME: role.name,
@@ -219,6 +272,8 @@ def render_app(app: AppDef, name: str, session: str, opts: RenderOptions) -> lis
                 "spec": {**_job_policy(role, opts), "template": pod},
             }
         )
+        if index == 0 and bundled and agent_zipapp is not None:
+            docs.append(agent_configmap(name, app_labels, agent_zipapp, opts.namespace))
         docs.append(_service(job, labels, role, opts))
     return docs
 
@@ -269,8 +324,9 @@ def _pod_template(
     container: dict[str, Any] = {"name": role_label(job, name), "image": role.image}
     if opts.image_pull_policy:
         container["imagePullPolicy"] = opts.image_pull_policy
-    container["command"] = [kube_text(role.entrypoint)]
-    container["args"] = [kube_text(a) for a in role.args]
+    command, args = container_command(role, opts)
+    container["command"] = [kube_text(c) for c in command]
+    container["args"] = [kube_text(a) for a in args]
     container["env"] = _env(role, env)
     if resources := _resources(role):
         container["resources"] = resources
@@ -282,12 +338,16 @@ def _pod_template(
     shm: dict[str, Any] = {"medium": "Memory"}
     if opts.shm_size:
         shm["sizeLimit"] = opts.shm_size
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": shm}]
+    for mount, volume in image_volumes(role, name, opts):
+        container["volumeMounts"].append(mount)
+        volumes.append(volume)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "subdomain": job,
         "enableServiceLinks": False,  # thousands of *_SERVICE_HOST variables help no one
         "containers": [container],
-        "volumes": [{"name": "dshm", "emptyDir": shm}],
+        "volumes": volumes,
     }
     if opts.service_account:
         spec["serviceAccountName"] = opts.service_account
