@@ -136,12 +136,27 @@ def run(ctx: Context) -> list[Table]:
                 )
             )
         rows.append(
-            compare(f"N={nproc}", ours, seconds, "floor (no launcher)", stats["floor"].wall)
+            compare(
+                f"N={nproc}",
+                ours,
+                seconds,
+                "floor (no launcher)",
+                stats["floor"].wall,
+                Target("<=", 1.15) if nproc <= 2 else None,
+            )
         )
+        if nproc == 8 and "torchrun" in stats:  # each interleaved run on its own: noise shows
+            for i, (mine, theirs) in enumerate(
+                zip(stats["trainlaunch"].walls, stats["torchrun"].walls, strict=True), 1
+            ):
+                rows.append(
+                    compare(f"N=8 run {i}", mine, seconds, "torchrun --standalone", theirs, goal)
+                )
     notes = [
         f"wall time, median of {repeats} interleaved runs; trainlaunch = "
         "`run --wait dist.ddp --nproc N`, torchx = `run -s local_cwd dist.ddp -j 1xN`",
-        "targets: <= 0.75 x torchrun at N=1,2 and <= 0.9 x at N=8 (N=4: shown only)",
+        "targets: <= 0.75 x torchrun and <= 1.15 x the floor at N=1,2; <= 0.9 x torchrun at "
+        "N=8, in each of the repeated runs (N=4: shown only)",
         f"{os.cpu_count()} CPUs: every rank imports torch, so large N is CPU-bound",
     ]
     return [Table("3. launch-to-exit, minimal gloo job", rows, notes)]
