@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from bench.context import SCRIPTS, Context
-from bench.harness import BenchError, Row, Table, compare, seconds
+from bench.harness import BenchError, Row, Table, Target, compare, seconds
 
 NAME = "supervisor"
 
@@ -104,4 +104,61 @@ def run(ctx: Context) -> list[Table]:
         "(wall from `run` to the supervisor's exit), peers = their own process",
         "no target was set: the rows show where the per-replica cost stands",
     ]
-    return [Table(f"8. supervisor cost per replica ({n} replicas)", rows, notes)]
+    tables = [Table(f"8. supervisor cost per replica ({n} replicas)", rows, notes)]
+    return tables + scale_tables(ctx)
+
+
+def scale_tables(ctx: Context) -> list[Table]:
+    """Per-replica supervisor cost at 16, 64 and 256 replicas (flat?), and a dist.ddp node
+    of 16 and 64 workers (the agent's per-worker cost): trivial replicas, interleaved."""
+    sizes: list[int] = ctx.pick([16, 64, 256], [16, 64, 256], [2, 4])
+    workers: list[int] = ctx.pick([16, 64], [16, 64], [2])
+    runs: dict[str, list[dict[str, float]]] = {}
+    for _ in range(ctx.pick(3, 1, 1)):
+        for size in sizes:
+            argv = [*ctx.tl, "run", "utils.sh", "--num-replicas", str(size), "true"]
+            runs.setdefault(f"sup {size}", []).append(probe(ctx, "detached", argv, ctx.env()))
+        for size in workers:
+            argv = [*ctx.tl, "run", "dist.ddp", "--nproc", str(size), "--no-python", "true"]
+            runs.setdefault(f"agent {size}", []).append(probe(ctx, "detached", argv, ctx.env()))
+
+    def per(name: str, key: str, n: int) -> float:
+        return float(statistics.median(r[key] for r in runs[name])) / n
+
+    rows: list[Row] = []
+    series: dict[str, list[tuple[float, float]]] = {"supervisor wall per replica (s)": []}
+    base = per(f"sup {sizes[0]}", "wall", sizes[0])
+    for size in sizes:
+        wall = per(f"sup {size}", "wall", size)
+        series["supervisor wall per replica (s)"].append((float(size), wall))
+        goal = Target("<=", 1.5) if size == sizes[-1] else None  # flat: within 1.5x of 16's
+        rows.append(
+            compare(
+                f"supervisor wall per replica, {size}",
+                wall,
+                seconds,
+                f"per replica at {sizes[0]}",
+                base,
+                goal,
+            )
+        )
+        rows.append(
+            compare(
+                f"supervisor CPU per replica, {size}", per(f"sup {size}", "self_cpu", size), seconds
+            )
+        )
+    for size in workers:
+        rows.append(
+            compare(
+                f"dist.ddp node of {size} workers: wall per worker",
+                per(f"agent {size}", "wall", size),
+                seconds,
+            )
+        )
+    notes = [
+        "trainlaunch only; wall from `run` to the supervisor's exit, per replica/worker; "
+        f"median of {len(runs[f'sup {sizes[0]}'])} runs",
+        "target: per-replica wall at the largest size <= 1.5 x that at the smallest (flat)",
+        "dist.ddp rows: `dist.ddp --nproc N --no-python true` (the node agent starts N workers)",
+    ]
+    return [Table("8b. supervisor and agent at scale", rows, notes, series=series)]
