@@ -76,11 +76,12 @@ def find_metric_files(target: str) -> list[str]:
     return sorted(paths, key=_natural_key)  # rank2 before rank10
 
 
-def _revive(value: Any) -> Any:
+def revive(value: Any) -> Any:
+    """A value read back: the writer's "NaN"/"Infinity"/"-Infinity" strings become floats."""
     if isinstance(value, str):
         return _NONFINITE.get(value, value)
     if isinstance(value, list):
-        return [_revive(item) for item in value]
+        return [revive(item) for item in value]
     return value
 
 
@@ -102,7 +103,7 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], int, int]:
             else:
                 truncated += 1
             continue
-        records.append({key: _revive(value) for key, value in record.items()})
+        records.append({key: revive(value) for key, value in record.items()})
     return records, skipped, truncated
 
 

@@ -27,8 +27,8 @@ from trainlaunch.metrics_reader import (
     MetricsData,
     RankKey,
     find_metric_files,
-    parse_lines,
     rank_of,
+    revive,
 )
 
 BLOCK = 1 << 20
@@ -92,16 +92,26 @@ def file_latest(
     """
     names = metric_names_of(path)
     wanted = None if names is None else {r: n | {"step", "epoch"} for r, n in names.items()}
+    file_rank = rank_of({}, path)
     latest: dict[RankKey, dict[str, Any]] = {}
     skipped = truncated = 0
     for line in lines_backwards(path, block, max_line):
-        records, bad, cut = parse_lines([line])
-        skipped, truncated = skipped + bad, truncated + cut
-        for record in records:
-            values = latest.setdefault(rank_of(record, path), {})
-            for key, value in record.items():
-                if key not in values and key not in _SKIP:
-                    values[key] = value
+        record = _parse(line)
+        if record is None:
+            if line.strip():
+                if line.endswith(b"\n"):
+                    skipped += 1
+                else:
+                    truncated += 1  # only the last line can lack its newline: a cut write
+            continue
+        rank = record.get("rank")
+        key = rank if type(rank) is int else file_rank  # as metrics_reader.rank_of, inlined
+        values = latest.get(key)
+        if values is None:
+            values = latest[key] = {}
+        for name in record.keys() - values.keys():  # usually empty: one set operation in C
+            if name not in _SKIP:
+                values[name] = revive(record[name])
         # every rank the sidecar names has shown every name: nothing older changes the result
         if wanted is not None and all(
             want <= latest.get(rank, {}).keys() for rank, want in wanted.items()
@@ -110,7 +120,20 @@ def file_latest(
     return latest, skipped, truncated
 
 
-def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> Iterator[str]:
+def _parse(line: bytes) -> dict[str, Any] | None:
+    """One line as a JSON object, or None (orjson first; json for what only it accepts)."""
+    try:
+        record = _loads(line)
+    except ValueError:
+        try:
+            # bare NaN/Infinity tokens and bad UTF-8 (replaced), as a full read takes them
+            record = json.loads(line.decode("utf-8", "replace"))
+        except ValueError:
+            return None
+    return record if type(record) is dict else None
+
+
+def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> Iterator[bytes]:
     """The lines of a regular file, last first, each with its newline (the file's last line
     keeps its missing one); a line longer than ``max_line`` comes back as one unparseable line."""
     try:
@@ -127,7 +150,7 @@ def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> 
         terminated = f.read(1) == b"\n"
         end = size - 1 if terminated else size  # the final newline ends the last line
         if end == 0:
-            yield "\n"  # the file is one empty line
+            yield b"\n"  # the file is one empty line
         carry = b""  # the start of the line that the block after this one ended
         too_long = False  # the line being read back is longer than MAX_LINE: drop it
         newline = b"\n" if terminated else b""
@@ -144,8 +167,8 @@ def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> 
                 parts.pop()
                 too_long = False
             for part in reversed(parts):
-                yield (part + newline).decode("utf-8", "replace")
+                yield part + newline
                 newline = b"\n"
             if len(carry) > max_line:
-                yield "\x00(line too long)\n"
+                yield b"\x00(line too long)\n"
                 carry, too_long, newline = b"", True, b"\n"

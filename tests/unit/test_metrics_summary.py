@@ -82,8 +82,8 @@ def test_summary_equals_full_read(
     assert summary(str(root)) == full(str(root))
     for n in range(len(files)):  # every block size reads the same lines back
         path = str(root / f"rank{n}.jsonl")
-        text = Path(path).read_text()
-        assert "".join(reversed(list(lines_backwards(path, block)))) == text
+        raw = Path(path).read_bytes()
+        assert b"".join(reversed(list(lines_backwards(path, block)))) == raw
 
 
 def _obj(line: str) -> dict[str, Any] | None:
@@ -130,8 +130,8 @@ def test_an_overlong_line_is_one_unparseable_line(tmp_path: Path) -> None:
     assert latest == {0: {"step": 1, "epoch": 0, "a": 1}}
     assert (skipped, truncated) == (1, 0)
     lines = list(lines_backwards(str(path), block=64, max_line=1000))
-    assert lines[0] == good.replace("0,", "1,", 1) and lines[2] == good
-    assert len(lines) == 3 and "too long" in lines[1]
+    assert lines[0] == good.replace("0,", "1,", 1).encode() and lines[2] == good.encode()
+    assert len(lines) == 3 and b"too long" in lines[1]
 
 
 def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
