@@ -75,8 +75,30 @@ class Runner:
         rank_settings: settings.RankSettings | None = None,
     ) -> AppDryRunInfo:
         """Resolve the component, build its AppDef and dry-run it."""
+        from trainlaunch import rerun
+
         app = self.build_component(component, component_args)
+        record = rerun.run_record(component, component_args)
+        app = app.replace(metadata={**app.metadata, rerun.META_KEY: record})
         return self.dryrun(app, scheduler, cfg, rank_settings)
+
+    def dryrun_rerun(
+        self,
+        app_handle: str,
+        component_args: Sequence[str] | None = None,
+        cfg: Mapping[str, CfgVal] | None = None,
+        seed: int | None = None,
+    ) -> AppDryRunInfo:
+        """Dry-run an app again from its record: same component, args, scheduler, cfg, seed
+        and code snapshot; component_args (replacing the original's), cfg and seed override.
+        """
+        from trainlaunch import rerun
+
+        resp = self.describe_app(app_handle)
+        plan = rerun.plan(str(parse_app_handle(app_handle)), resp, component_args, cfg, seed)
+        app = self.build_component(plan.component, plan.args)
+        app = app.replace(metadata={**app.metadata, rerun.META_KEY: plan.record})
+        return self.dryrun(app, plan.scheduler, plan.cfg, plan.rank_settings)
 
     def build_component(
         self, component: str, component_args: Sequence[str] | Mapping[str, Any]
@@ -188,6 +210,11 @@ class Runner:
         sched.cancel(h.app_id)
 
     stop = cancel
+
+    def requeue(self, app_handle: str) -> None:
+        """Preempt the app: its ranks get the warning, then it runs again (max_requeues)."""
+        sched, h = self._parse(app_handle)
+        sched.requeue(h.app_id)
 
     def list(self, scheduler: str = schedulers.DEFAULT_SCHEDULER) -> list[ListAppResponse]:
         """The apps a backend knows that trainlaunch started."""

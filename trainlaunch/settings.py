@@ -30,7 +30,7 @@ EXPORT_RANK = "TRAINLAUNCH_EXPORT_RANK"
 EXPORT_SAMPLE_RATE = "TRAINLAUNCH_EXPORT_SAMPLE_RATE"
 METRICS_PATH = "TRAINLAUNCH_METRICS_PATH"
 
-# --- identity of the replica (set by every backend) ------------------------------------------
+# --- identity of the replica (set by every backend unless noted) ------------------------------
 APP_ID = "TRAINLAUNCH_APP_ID"
 HANDLE = "TRAINLAUNCH_HANDLE"
 ROLE_NAME = "TRAINLAUNCH_ROLE"
@@ -38,8 +38,16 @@ REPLICA_ID = "TRAINLAUNCH_REPLICA_ID"
 NUM_REPLICAS = "TRAINLAUNCH_NUM_REPLICAS"
 RANK0_HOST = "TRAINLAUNCH_RANK0_HOST"  # the ${rank0_env} of every backend
 RDZV_PORT = "TRAINLAUNCH_RDZV_PORT"  # port rank 0 listens on for multi-node static rendezvous
-RESTART_COUNT = "TRAINLAUNCH_RESTART_COUNT"  # how often the backend restarted this replica
+# Which attempt this is (0 on the first run): restarts after failures plus requeues after a
+# preemption or time limit. Set by the local and Slurm backends; Kubernetes cannot tell a
+# replacement pod its attempt, so it is unset there (the rank library reads it as 0).
+RESTART_COUNT = "TRAINLAUNCH_RESTART_COUNT"
 REPLICA_LOG_DIR = "TRAINLAUNCH_REPLICA_LOG_DIR"  # where a replica (node agent) keeps its files
+
+# --- preemption (docs/preemption.md) --------------------------------------------------------
+# A rank that saved its state after a warning exits with this code to ask for a requeue
+# (sysexits' EX_TEMPFAIL: "try again later"); every backend counts it apart from failures.
+REQUEUE_EXIT_CODE = 75
 
 # --- launcher side ----------------------------------------------------------------------------
 HOME = "TRAINLAUNCH_HOME"  # the local app store (default: per-user state dir)

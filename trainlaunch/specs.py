@@ -333,6 +333,39 @@ class RoleStatus:
 
 
 @dataclasses.dataclass(frozen=True)
+class Attempt:
+    """One run of the whole app: why it ended (requeues and restarts start new attempts)."""
+
+    attempt: int  # 0 for the first run
+    reason: str = ""  # why it ended: preempted, time limit, failed, succeeded, ... ('' running)
+    start: float | None = None  # unix times; None when unknown
+    end: float | None = None
+    exit_code: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Attempt:
+        """Inverse of to_dict (a damaged field reads as unknown)."""
+
+        def num(key: str) -> float | None:
+            v = d.get(key)
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        code = d.get("exit_code")
+        attempt = d.get("attempt")
+        return cls(
+            attempt=attempt if isinstance(attempt, int) else 0,
+            reason=str(d.get("reason") or ""),
+            start=num("start"),
+            end=num("end"),
+            exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class AppStatus:
     """The state of an app as a scheduler reports it."""
 
@@ -343,6 +376,8 @@ class AppStatus:
     ui_url: str | None = None
     roles: tuple[RoleStatus, ...] = ()
     exit_code: int | None = None  # the first failing replica's exit code (128+N for signals)
+    num_requeues: int = 0  # runs again after a preemption or time limit (not in num_restarts)
+    attempts: tuple[Attempt, ...] = ()  # the history, oldest first, when the backend keeps one
 
     @property
     def is_terminal(self) -> bool:
@@ -364,6 +399,8 @@ class AppStatus:
             "ui_url": self.ui_url,
             "exit_code": self.exit_code,
             "roles": [r.to_dict() for r in self.roles],
+            "num_requeues": self.num_requeues,
+            "attempts": [a.to_dict() for a in self.attempts],
         }
 
 
@@ -391,6 +428,7 @@ __all__ = [
     "AppHandle",
     "AppState",
     "AppStatus",
+    "Attempt",
     "CfgVal",
     "ReplicaState",
     "ReplicaStatus",

@@ -82,6 +82,7 @@ ALL_OPTIONS: dict[str, Any] = {
     "image_pull_policy": "IfNotPresent",
     "shm_size": "64Gi",
     "rdzv_port": 29400,
+    "termination_grace_period": 120,
 }
 
 # name -> (app, cfg, random suffix): each renders to tests/golden/kubernetes/<name>.yaml

@@ -69,7 +69,9 @@ def run_batch(
     """Render app and run the script as Slurm would run it on the batch host."""
     sched = get_scheduler("slurm", "trainlaunch", environ={settings.HOME: str(tmp / "home")})
     job_dir_template = str(tmp / "jobs" / "${app_id}")
-    script = str(sched.submit_dryrun(app, {"job_dir": job_dir_template, **(cfg or {})}))
+    script = str(
+        sched.submit_dryrun(app, {"job_dir": job_dir_template, "snapshot": "off", **(cfg or {})})
+    )
     (tmp / "jobs" / JOB_ID).mkdir(parents=True, exist_ok=True)
     env = {
         "PATH": f"{fakes}:{os.environ['PATH']}",
@@ -215,6 +217,8 @@ def test_a_failure_requeues_while_retries_are_left(tmp_path: Path, fakes: Path) 
     assert proc.returncode == 3
     assert (tmp_path / "requeues").read_text() == f"{JOB_ID}\n"
     assert "requeueing (retry 1 of 2)" in proc.stdout
+    history = (tmp_path / "jobs" / JOB_ID / "attempts").read_text().splitlines()
+    assert history[0].startswith("attempt=0 start=") and " exit=3 action=retry term=0" in history[1]
     assert not (tmp_path / "jobs" / JOB_ID / "result").exists()  # not the end yet
 
 

@@ -33,6 +33,20 @@ from trainlaunch.agent.state import AgentRecord, agent_file, write_atomic
 from trainlaunch.agent.workers import Spawner, Worker, WorkerStartError, reserve_port
 
 _WAKE = "wake"
+WARNING_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+WARNING_POLL_S = 0.2  # how often to look whether a worker catches a pending warning yet
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process pid has a handler for sig (Linux: SigCgt; elsewhere assume so)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        return True
+    return True
 
 
 @dataclasses.dataclass
@@ -66,6 +80,9 @@ class NodeAgent:
         self.own_error_file = environ.get("TORCHELASTIC_ERROR_FILE", "")
         self.grace = shutdown_timeout(args, environ)
         self.signals = flags.parse_signals(args.signals_to_handle)
+        # the time-limit warnings (Slurm's --signal): forwarded to the workers, never a stop
+        self.warn_signals = tuple(s for s in WARNING_SIGNALS if s not in self.signals)
+        ignored = tuple(s for s in self.warn_signals if signal.getsignal(s) == signal.SIG_IGN)
         self.tee = flags.parse_std(args.tee, "--tee")
         self.redirects = flags.parse_std(args.redirects, "--redirects")
         self.ranks_filter = flags.parse_ranks_filter(args.local_ranks_filter)
@@ -92,8 +109,10 @@ class NodeAgent:
             command=list(plan.command),
         )
         self.sel = selectors.DefaultSelector()
-        self.spawner = Spawner()
+        self.spawner = Spawner(ignored)
         self.pending: list[int] = []  # handled signals received, in order
+        self.warnings: list[int] = []  # warning signals received, not yet handed out
+        self.undelivered: dict[int, set[int]] = {}  # worker pid -> warnings it cannot take yet
         self.workers: list[Worker] = []
         self.streams: list[logs.Stream] = []
         self.order: dict[int, int] = {}  # local rank -> reaping order (a global counter)
@@ -125,7 +144,17 @@ class NodeAgent:
                 name = signal.Signals(outcome.signum).name
                 self._note(f"got {name}: forwarding it to all {len(self.workers)} workers")
                 self._stop(outcome.signum)
+                if self._all_requeue():  # the ranks saved their state and asked for a requeue
+                    return self._finish("REQUEUE", settings.REQUEUE_EXIT_CODE)
                 return self._finish("CANCELLED", 128 + outcome.signum)
+            if all(f.exit_code == settings.REQUEUE_EXIT_CODE for f in outcome.failures):
+                self._note(
+                    f"rank {outcome.failures[0].rank} asked for a requeue (exit "
+                    f"{settings.REQUEUE_EXIT_CODE}); waiting for the other workers to end"
+                )
+                self._drain()
+                self._stop(signal.SIGTERM)
+                return self._finish("REQUEUE", settings.REQUEUE_EXIT_CODE)
             self._stop(signal.SIGTERM)
             root = root_cause(outcome.failures)
             others = [f for f in outcome.failures if f is not root]
@@ -181,6 +210,7 @@ class NodeAgent:
     def _watch(self) -> Outcome:
         while True:
             self._reap()
+            self._forward_warnings()
             if self.pending:
                 return Outcome("signal", signum=self.pending[0])
             failed = [w for w in self.workers if w.exit_code not in (None, 0)]
@@ -189,7 +219,42 @@ class NodeAgent:
                 return Outcome("failed", [self._failure(w) for w in failed])
             if all(w.exit_code == 0 for w in self.workers):
                 return Outcome("ok")
-            self._wait(None)
+            self._wait(WARNING_POLL_S if any(self.undelivered.values()) else None)
+
+    def _forward_warnings(self) -> None:
+        """Send each warning signal (Slurm's --signal) to every live worker group, as soon as
+        the worker catches it: one that has not installed its handler yet gets it later."""
+        while self.warnings:
+            sig = self.warnings.pop(0)
+            alive = [w for w in self.workers if w.exit_code is None]
+            self._note(
+                f"got {signal.Signals(sig).name}: forwarding it to {len(alive)} workers "
+                "(a warning: they keep running)"
+            )
+            for w in alive:
+                self.undelivered.setdefault(w.pid, set()).add(sig)
+        for w in self.workers:
+            sigs = self.undelivered.get(w.pid)
+            if not sigs or w.exit_code is not None:
+                self.undelivered.pop(w.pid, None)
+                continue
+            for sig in sorted(sigs):
+                if catches(w.pid, sig):
+                    w.signal_group(sig)
+                    sigs.discard(sig)
+
+    def _drain(self) -> None:
+        """Give the other workers the grace period to end on their own (they are saving)."""
+        deadline = time.monotonic() + self.grace
+        while any(w.exit_code is None for w in self.workers) and time.monotonic() < deadline:
+            self._wait(deadline - time.monotonic())
+            self._reap()
+            if self.pending:
+                return
+
+    def _all_requeue(self) -> bool:
+        codes = [w.exit_code for w in self.workers]
+        return bool(codes) and all(c == settings.REQUEUE_EXIT_CODE for c in codes)
 
     def _stop(self, sig: int) -> None:
         """Forward sig to every live worker group, wait the grace period, then SIGKILL."""
@@ -221,11 +286,16 @@ class NodeAgent:
         self.sel.register(r, selectors.EVENT_READ, _WAKE)
         for sig in self.signals:
             signal.signal(sig, self._on_signal)
+        for sig in self.warn_signals:
+            signal.signal(sig, self._on_warning)
         if not self.pidfds:
             signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the selector
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.pending.append(signum)
+
+    def _on_warning(self, signum: int, _frame: Any) -> None:
+        self.warnings.append(signum)
 
     def _wait(self, timeout: float | None) -> None:
         for key, _ in self.sel.select(timeout):

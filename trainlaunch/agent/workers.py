@@ -103,8 +103,21 @@ class Worker:
 class Spawner:
     """Starts workers with pipes for both streams; the preexec hook is built once."""
 
-    def __init__(self) -> None:
-        self.preexec = _die_with_parent()
+    def __init__(self, ignored: tuple[int, ...] = ()) -> None:
+        die = _die_with_parent()
+        self.preexec: Callable[[], None] | None = die
+        if not ignored:
+            return
+
+        def preexec() -> None:
+            # the agent catches the warning signals to forward them; a worker keeps the
+            # disposition the agent inherited (ignored: it dies only if it asks to)
+            for sig in ignored:
+                signal.signal(sig, signal.SIG_IGN)
+            if die is not None:
+                die()
+
+        self.preexec = preexec
 
     def start(
         self, local_rank: int, rank: int, cmd: Sequence[str], env: Mapping[str, str]

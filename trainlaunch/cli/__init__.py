@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "wait": ("trainlaunch.cli.wait", "Wait for an app to end; exit code tells how it ended."),
     "list": ("trainlaunch.cli.listing", "List apps."),
     "describe": ("trainlaunch.cli.describe", "Show how an app was submitted."),
+    "rerun": ("trainlaunch.cli.rerun", "Submit an app again from its record."),
     "builtins": ("trainlaunch.cli.builtins", "List the components that can be run."),
     "runopts": ("trainlaunch.cli.runopts_cmd", "Show the options of scheduler backends."),
     "metrics": ("trainlaunch.cli.metrics", "Show the metrics an app's ranks logged."),

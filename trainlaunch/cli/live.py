@@ -24,6 +24,8 @@ def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
         head.append(f"  exit {st.exit_code}")
     if st.num_restarts:
         head.append(f"  restarts {st.num_restarts}")
+    if st.num_requeues:
+        head.append(f"  requeues {st.num_requeues}")
     table = Table(box=None, pad_edge=False)
     for col in ("replica", "state", "exit", "restarts", "host"):
         table.add_column(col)
@@ -45,6 +47,13 @@ def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
     hang = render.hang_lines(resp.metadata)  # per-rank progress, last hang (docs/hangs.md)
     if hang:
         parts.append(Text("\n".join(line[2:] for line in hang), style="yellow"))
+    if len(st.attempts) > 1:
+        history = Table(box=None, pad_edge=False, title="history", title_justify="left")
+        for col in ("attempt", "reason", "start", "end"):
+            history.add_column(col)
+        for row in render.attempt_rows(st):
+            history.add_row(*row)
+        parts.append(history)
     failed = render.first_failure(st)
     if failed and failed.message:
         parts.append(Text("root cause:", style="bold red"))

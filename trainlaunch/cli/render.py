@@ -6,7 +6,7 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trainlaunch.redact import redact_env
+from trainlaunch.redact import mask_text, redact_env, secret_values
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse
 from trainlaunch.specs import AppDef, AppState, AppStatus, ReplicaStatus
 
@@ -53,7 +53,22 @@ def status_doc(handle: str, resp: DescribeAppResponse) -> dict[str, Any]:
         "stall": resp.metadata.get("stall") or None,  # docs/hangs.md
         "progress": resp.metadata.get("progress"),
         "hang": resp.metadata.get("hang"),
+        "num_requeues": st.num_requeues,
+        "attempts": [a.to_dict() for a in st.attempts],
     }
+
+
+def attempt_rows(st: AppStatus) -> list[tuple[str, str, str, str]]:
+    """(attempt, reason, start, end) for every attempt of the history."""
+    return [
+        (
+            str(a.attempt),
+            a.reason or ("running" if a.end is None else "?"),
+            when(a.start),
+            when(a.end),
+        )
+        for a in st.attempts
+    ]
 
 
 def first_failure(st: AppStatus) -> ReplicaStatus | None:
@@ -85,6 +100,8 @@ def status_text(handle: str, resp: DescribeAppResponse) -> str:
         lines.append(f"  exit:     {st.exit_code}")
     if st.num_restarts:
         lines.append(f"  restarts: {st.num_restarts}")
+    if st.num_requeues:
+        lines.append(f"  requeues: {st.num_requeues}")
     if st.msg and st.msg != stall:
         lines.append(f"  message:  {st.msg}")
     if resp.metadata.get("log_dir"):
@@ -94,6 +111,10 @@ def status_text(handle: str, resp: DescribeAppResponse) -> str:
         extra = f" exit={code}" if code else ""
         extra += f" restarts={restarts}" if restarts != "0" else ""
         lines.append(f"    {name:<20} {state:<10}{extra}")
+    if len(st.attempts) > 1:
+        lines.append("  history:")
+        for attempt, reason, start, end in attempt_rows(st):
+            lines.append(f"    #{attempt:<3} {reason:<36} {start} .. {end}".rstrip())
     lines.extend(hang_lines(resp.metadata))
     failed = first_failure(st)
     if failed and failed.message:
@@ -154,6 +175,13 @@ def app_doc(app: AppDef | None, show_secrets: bool = False) -> dict[str, Any] | 
     d = app.to_dict()
     for role in d["roles"]:
         role["env"] = redact_env(role["env"], show_secrets)
+    run = d.get("metadata", {}).get("trainlaunch_run")
+    if isinstance(run, dict) and isinstance(run.get("args"), list) and not show_secrets:
+        hidden = secret_values(r.env for r in app.roles)
+        d["metadata"] = {
+            **d["metadata"],
+            "trainlaunch_run": {**run, "args": [mask_text(str(a), hidden) for a in run["args"]]},
+        }
     return d
 
 
@@ -183,6 +211,17 @@ def describe_text(handle: str, resp: DescribeAppResponse, show_secrets: bool = F
         if meta.get(key):
             value = when(meta[key]) if key == "created" else meta[key]
             lines.append(f"  {key}: {value}")
+    run = (resp.app.metadata.get("trainlaunch_run") if resp.app else None) or {}
+    if run.get("component"):
+        hidden = [] if show_secrets else secret_values(r.env for r in resp.app.roles)  # type: ignore[union-attr]
+        args = mask_text(str(run.get("args", run.get("kwargs"))), hidden)
+        lines.append(f"  component: {run['component']} {args}")
+    if run.get("rerun_of"):
+        lines.append(f"  rerun of: {run['rerun_of']}")
+    if meta.get("snapshot"):
+        from trainlaunch.snapshot import summary
+
+        lines.append(f"  snapshot: {summary(meta['snapshot'])}")
     if resp.cfg:
         lines.append(
             "  cfg: " + ", ".join(f"{k}={v}" for k, v in resp.cfg.items() if v is not None)

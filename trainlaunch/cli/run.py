@@ -67,6 +67,12 @@ from trainlaunch.cli import output
     default=None,
     help="After a hang: report only (none), stop, or restart the app (cfg on_hang).",
 )
+@click.option(
+    "--snapshot/--no-snapshot",
+    default=None,
+    help="Copy the code into the app's directory and run it from there (default: on for "
+    "slurm, off for local; see docs/preemption.md).",
+)
 @output.json_option
 @click.argument("component")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -85,6 +91,7 @@ def command(
     app_exit_code: bool,
     hang_timeout: float | None,
     on_hang: str | None,
+    snapshot: bool | None,
     as_json: bool,
     component: str,
     args: tuple[str, ...],
@@ -97,6 +104,7 @@ def command(
     terminal) stops the app; plain `run` then `wait` never does.
     """
     from trainlaunch.config import load_config
+    from trainlaunch.errors import UsageError
     from trainlaunch.resolver import HelpRequested
     from trainlaunch.runner import get_runner
     from trainlaunch.settings import RankSettings
@@ -124,6 +132,10 @@ def command(
             cfg.update(opts.cfg_from_str(text, sched))
         hang = {"hang_timeout": hang_timeout, "on_hang": on_hang}  # docs/hangs.md
         cfg.update({k: v for k, v in hang.items() if v is not None})
+        if snapshot is not None:
+            if "snapshot" not in opts:
+                raise UsageError(f"the {sched} backend does not take code snapshots")
+            cfg["snapshot"] = "on" if snapshot else "off"
         try:
             info = runner.dryrun_component(component, list(args), sched, cfg, rank_settings)
         except HelpRequested as h:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainlaunch.errors import SchedulerError
+from trainlaunch.errors import SchedulerError, UsageError
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, runopts
 from trainlaunch.stacks import RankStack
 
@@ -111,6 +111,13 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def cancel(self, app_id: str) -> None:
         """Stop the app (all its processes); AppNotFound if unknown."""
+
+    def requeue(self, app_id: str) -> None:
+        """Preempt the app now: warn its ranks, stop it, run it again (max_requeues)."""
+        raise UsageError(
+            f"the {self.backend} backend cannot requeue an app on request",
+            hint="`trainlaunch stop --requeue` works on the local and slurm backends",
+        )
 
     def log_iter(
         self,

@@ -4,6 +4,7 @@
 #SBATCH --output=/shared/scratch/%j/batch.log
 #SBATCH --open-mode=append
 #SBATCH --signal=USR1@90
+#SBATCH --requeue
 #SBATCH --nodes=2
 #SBATCH --ntasks=2
 #SBATCH --ntasks-per-node=1
@@ -17,6 +18,9 @@ export TRAINLAUNCH_RESTART_COUNT="${SLURM_RESTART_COUNT:-0}"
 export PYTHONUNBUFFERED=1
 trainlaunch_job_dir=/shared/scratch/"$SLURM_JOB_ID"
 echo "trainlaunch: job $SLURM_JOB_ID attempt $TRAINLAUNCH_RESTART_COUNT on $SLURM_JOB_NODELIST; rank 0 at $TRAINLAUNCH_RANK0_HOST:$TRAINLAUNCH_RDZV_PORT"
+trainlaunch_term=0  # 1 once Slurm sent SIGTERM (requeue, preemption, limit, scancel)
+trap 'trainlaunch_term=1; trainlaunch_sig=1' TERM
+printf 'attempt=%s start=%s\n' "$TRAINLAUNCH_RESTART_COUNT" "${EPOCHREALTIME:-$(date +%s)}" >>"$trainlaunch_job_dir/attempts"
 trainlaunch_pids=()
 
 # Role 'echo': 2 replicas, one srun task each (replica id = task rank).
@@ -48,15 +52,39 @@ trainlaunch_pids+=($!)
 
 # Wait for every role; the first failure stops the others.
 trainlaunch_rc=0
-for _ in "${trainlaunch_pids[@]}"; do
+trainlaunch_running=${#trainlaunch_pids[@]}
+while [ "$trainlaunch_running" -gt 0 ]; do
+    trainlaunch_sig=0
     wait -n
     rc=$?
+    [ "$trainlaunch_sig" -eq 1 ] && continue  # a trapped signal ended the wait
+    trainlaunch_running=$((trainlaunch_running - 1))
     if [ "$rc" -ne 0 ] && [ "$trainlaunch_rc" -eq 0 ]; then
         trainlaunch_rc=$rc
         kill "${trainlaunch_pids[@]}" 2>/dev/null
     fi
 done
-printf 'restart=%s exit=%s end=%s\n' "$TRAINLAUNCH_RESTART_COUNT" "$trainlaunch_rc" "${EPOCHREALTIME:-$(date +%s)}" >"$trainlaunch_job_dir/result.tmp" &&
-    mv -f "$trainlaunch_job_dir/result.tmp" "$trainlaunch_job_dir/result"
+
+# Requeue after a rank saved and exited 75, or retry a failure.
+trainlaunch_requeues=$(grep -c ' action=requeue' "$trainlaunch_job_dir/attempts")
+trainlaunch_retries=$(grep -c ' action=retry' "$trainlaunch_job_dir/attempts")
+trainlaunch_action=end
+if [ "$trainlaunch_term" -eq 0 ]; then  # else Slurm requeues or ends the job itself
+    if [ "$trainlaunch_rc" -eq 75 ] && [ "$trainlaunch_requeues" -lt 3 ]; then
+        trainlaunch_action=requeue trainlaunch_n="$((trainlaunch_requeues + 1)) of 3"
+    elif [ "$trainlaunch_rc" -ne 0 ] && [ "$trainlaunch_rc" -ne 75 ] && [ "$trainlaunch_retries" -lt 0 ]; then
+        trainlaunch_action=retry trainlaunch_n="$((trainlaunch_retries + 1)) of 0"
+    fi
+fi
+printf 'attempt=%s end=%s exit=%s action=%s term=%s left=%s\n' "$TRAINLAUNCH_RESTART_COUNT" "${EPOCHREALTIME:-$(date +%s)}" "$trainlaunch_rc" "$trainlaunch_action" "$trainlaunch_term" "$(squeue -h -j "$SLURM_JOB_ID" -o %L 2>/dev/null)" >>"$trainlaunch_job_dir/attempts"
+if [ "$trainlaunch_action" != end ]; then
+    echo "trainlaunch: exit code $trainlaunch_rc; requeueing ($trainlaunch_action $trainlaunch_n)"
+    scontrol requeue "$SLURM_JOB_ID" && exit "$trainlaunch_rc"
+fi
+# The result, unless Slurm ended the job (scancel, time limit): Slurm says how then.
+if [ "$trainlaunch_term" -eq 0 ]; then
+    printf 'restart=%s exit=%s end=%s\n' "$TRAINLAUNCH_RESTART_COUNT" "$trainlaunch_rc" "${EPOCHREALTIME:-$(date +%s)}" >"$trainlaunch_job_dir/result.tmp" &&
+        mv -f "$trainlaunch_job_dir/result.tmp" "$trainlaunch_job_dir/result"
+fi
 echo "trainlaunch: exit code $trainlaunch_rc"
 exit "$trainlaunch_rc"

@@ -126,6 +126,12 @@ class KubernetesScheduler(Scheduler):
         o.add("image_pull_policy", str, "Always, IfNotPresent or Never (default: the cluster's)")
         o.add("shm_size", str, "size limit of the memory-backed /dev/shm, e.g. 16Gi")
         o.add(
+            "termination_grace_period",
+            int,
+            "seconds between SIGTERM (preemption, eviction, stop) and SIGKILL: time for the "
+            "ranks to save (terminationGracePeriodSeconds; default: the cluster's, 30)",
+        )
+        o.add(
             "rdzv_port",
             int,
             f"port rank 0 listens on ({settings.RDZV_PORT})",

@@ -83,6 +83,7 @@ class RenderOptions:
     metrics_pvc: str | None = None
     metrics_mount: str = DEFAULT_METRICS_MOUNT
     metrics_local_dir: str | None = None
+    grace_period: int | None = None  # terminationGracePeriodSeconds: SIGTERM -> SIGKILL
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, CfgVal], namespace: str) -> RenderOptions:
@@ -96,6 +97,9 @@ class RenderOptions:
         port = cfg.get("rdzv_port") or DEFAULT_RDZV_PORT
         if not isinstance(port, int) or not 1 <= port <= 65535:
             raise UsageError(f"rdzv_port must be in 1..65535, got {port!r}")
+        grace = cfg.get("termination_grace_period")
+        if grace is not None and (not isinstance(grace, int) or grace < 0):
+            raise UsageError(f"termination_grace_period must be >= 0 seconds, got {grace!r}")
         for key in [*_str_map(cfg.get("labels")), *_str_map(cfg.get("annotations"))]:
             if key.startswith(RESERVED_PREFIX):
                 raise UsageError(f"label/annotation {key!r} is reserved for trainlaunch")
@@ -123,6 +127,7 @@ class RenderOptions:
             metrics_pvc=opt_str(cfg, "metrics_pvc"),
             metrics_mount=posixpath.normpath(mount),
             metrics_local_dir=opt_str(cfg, "metrics_local_dir"),
+            grace_period=grace,
         )
 
     def metrics_path(self) -> str:
@@ -295,13 +300,20 @@ def _job_policy(role: Role, opts: RenderOptions) -> dict[str, Any]:
         # One failure of a gang usually takes every replica down with it, so each retry of
         # the app may cost up to num_replicas failed pods.
         spec["backoffLimit"] = retries * n
-    # Preemption, eviction and node drains are not the app's fault: do not count them.
+    # Preemption, eviction and node drains are not the app's fault: do not count them; nor
+    # a rank that saved its state on SIGTERM and asked for a requeue (exit 75): both are
+    # requeues, and the Job starts a replacement pod (docs/preemption.md).
     spec["podFailurePolicy"] = {
         "rules": [
             {
                 "action": "Ignore",
                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
-            }
+            },
+            {
+                "action": "Ignore",
+                "onExitCodes": {"operator": "In", "values": [settings.REQUEUE_EXIT_CODE]},
+                "onPodConditions": [],  # required by the 1.27-1.29 schemas
+            },
         ]
     }
     if new:  # start a replacement only once the old pod is gone: never two pods per rank
@@ -349,6 +361,8 @@ def _pod_template(
         "containers": [container],
         "volumes": volumes,
     }
+    if opts.grace_period is not None:  # time to save on SIGTERM (preemption, eviction)
+        spec["terminationGracePeriodSeconds"] = opts.grace_period
     if opts.service_account:
         spec["serviceAccountName"] = opts.service_account
     if opts.priority_class:

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainlaunch import settings, store
+from trainlaunch import settings, snapshot, store
 from trainlaunch.errors import AppNotFound, SchedulerError, StoreError, UsageError
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
@@ -33,6 +33,7 @@ from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, CfgVal, macros, r
 from trainlaunch.stacks import RankStack
 
 BACKEND = "local"
+DEFAULT_MAX_REQUEUES = 3
 
 
 def create_scheduler(session_name: str, **params: Any) -> LocalScheduler:
@@ -76,6 +77,20 @@ class LocalScheduler(Scheduler):
         opts.add("cwd", str, "working directory of every replica (default: the current one)")
         opts.add("grace_period", float, "seconds between SIGTERM and SIGKILL on stop", default=10.0)
         opts.add(
+            "snapshot",
+            str,
+            "copy the code into the app's directory and run it from there: on, off, or an "
+            "earlier snapshot's directory (rerun); see docs/preemption.md",
+            default="off",
+        )
+        opts.add(
+            "max_requeues",
+            int,
+            "how often the app runs again after `stop --requeue` or a rank's exit 75 "
+            "(apart from max_retries)",
+            default=DEFAULT_MAX_REQUEUES,
+        )
+        opts.add(
             "auto_set_cuda_visible_devices",
             bool,
             "give each replica its own CUDA_VISIBLE_DEVICES slice when roles ask for GPUs",
@@ -111,6 +126,8 @@ class LocalScheduler(Scheduler):
             )
         app_id = store.new_app_id(app.name)
         cwd = os.path.abspath(str(cfg.get("cwd") or os.getcwd()))
+        snap = snapshot.from_option(cfg.get("snapshot"), cwd, [store.store_root(self.environ)])
+        snap_dir = str(store.store_root(self.environ) / "apps" / app_id / snapshot.SNAPSHOT_DIR)
         gpu_slices = self._gpu_slices(app, cfg)
         port = str(free_port())
         replicas = []
@@ -141,13 +158,17 @@ class LocalScheduler(Scheduler):
                 slice_ = gpu_slices.get((role.name, i))
                 if slice_ is not None:
                     env["CUDA_VISIBLE_DEVICES"] = slice_
+                cmd: tuple[str, ...] = (r.entrypoint, *r.args)
+                replica_cwd = cwd
+                if snap is not None:
+                    replica_cwd, cmd, env = snapshot.relocate(snap, snap_dir, cmd, env, os.environ)
                 replicas.append(
                     {
                         "role": role.name,
                         "replica_id": i,
-                        "cmd": [r.entrypoint, *r.args],
+                        "cmd": list(cmd),
                         "env": env,
-                        "cwd": cwd,
+                        "cwd": replica_cwd,
                         "log_dir": log_dir,
                     }
                 )
@@ -160,8 +181,11 @@ class LocalScheduler(Scheduler):
             "cfg": dict(cfg),
             "cwd": cwd,
             "grace_period": float(cfg.get("grace_period") or 10.0),  # type: ignore[arg-type]
+            "max_requeues": int(cfg.get("max_requeues") or 0),  # type: ignore[arg-type]
             "replicas": replicas,
         }
+        if snap is not None:
+            request["snapshot"] = {**snap.to_dict(), "path": snap_dir, "file_list": snap.files}
         return AppDryRunInfo(
             request=request,
             fmt=format_request,
@@ -201,6 +225,11 @@ class LocalScheduler(Scheduler):
         app_id = request["app_id"]
         path = store.create_app_dir(app_id, self.environ)
         request["created"] = time.time()
+        if request.get("snapshot"):
+            snap = dict(request["snapshot"])
+            files = tuple(snap.pop("file_list", ()))
+            snapshot.take(snapshot.SnapshotPlan.from_dict(snap, files), Path(snap["path"]))
+            request["snapshot"] = snap
         store.write_json(path / "app.json", request)
         log = os.fdopen(
             os.open(path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab"
@@ -252,6 +281,7 @@ class LocalScheduler(Scheduler):
             "created": request.get("created"),
             "cwd": request.get("cwd"),
             "settings": (request["app"].get("metadata") or {}).get("trainlaunch") or {},
+            "snapshot": request.get("snapshot"),
         }
         return DescribeAppResponse(
             app_id=app_id, status=status, app=app, cfg=request.get("cfg") or {}, metadata=meta
@@ -325,6 +355,11 @@ class LocalScheduler(Scheduler):
         """py-spy dumps of every rank, taken together (see local/hangs.py)."""
         path = self._dir(app_id)
         return local_hangs.dump_app(path, read_request(path), native)
+
+    def requeue(self, app_id: str) -> None:
+        """Simulate a preemption: SIGTERM, the grace period, then the app runs again."""
+        path = self._dir(app_id)
+        local_state.requeue(path, read_request(path))
 
     def log_replicas(self, app_id: str, role_name: str) -> builtins.list[int]:
         """Replica ids of the role, from the request."""
@@ -404,6 +439,8 @@ def read_request(path: Path) -> dict[str, Any]:
 def format_request(request: Mapping[str, Any]) -> str:
     """The exact processes the supervisor will start, one block per replica."""
     lines = [f"# local app {request['app_id']} ({request['handle']})", f"# cwd: {request['cwd']}"]
+    if request.get("snapshot"):
+        lines.append(f"# snapshot: {snapshot.summary(request['snapshot'])}")
     for r in request["replicas"]:
         lines.append(f"\n[{r['role']}/{r['replica_id']}]")
         env = r["env"]

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import settings, store
-from trainlaunch.errors import StoreError
-from trainlaunch.specs import AppState, AppStatus, ReplicaStatus, RoleStatus
+from trainlaunch.errors import StoreError, UsageError
+from trainlaunch.specs import AppState, AppStatus, Attempt, ReplicaStatus, RoleStatus
 
 NEVER_STARTED_AFTER_S = 30.0  # a supervisor that has not shown up by then never will
 STOP_EXTRA_S = 10.0  # on top of the grace period, how long stop waits for the supervisor
@@ -64,7 +64,15 @@ def status_from_record(request: Mapping[str, Any], state: Mapping[str, Any] | No
         ui_url=f"file://{app_dir}" if app_dir else None,
         roles=tuple(RoleStatus(name, tuple(reps)) for name, reps in roles.items()),
         exit_code=_int((state or {}).get("exit_code")),
+        num_requeues=_int((state or {}).get("num_requeues")) or 0,
+        attempts=_attempts((state or {}).get("attempts")),
     )
+
+
+def _attempts(value: Any) -> tuple[Attempt, ...]:
+    """The attempt history of a record (a damaged one reads as none)."""
+    items = value if isinstance(value, list) else []
+    return tuple(Attempt.from_dict(a) for a in items if isinstance(a, dict))
 
 
 def _int(value: Any) -> int | None:
@@ -217,6 +225,8 @@ def _orphaned(
         ui_url=base.ui_url,
         roles=roles,
         exit_code=base.exit_code,
+        num_requeues=base.num_requeues,
+        attempts=base.attempts,
     )
 
 
@@ -269,6 +279,35 @@ def cancel(path: Path, request: Mapping[str, Any]) -> None:
             ],
         }
         store.write_json(path / "state.json", state)
+    finally:
+        os.close(fd)
+
+
+def requeue(path: Path, request: Mapping[str, Any]) -> None:
+    """Simulate a preemption: the supervisor stops every replica and starts the app again.
+
+    Returns once the next attempt started or the app ended (no requeues left).
+    """
+    fd = _lock(path)
+    try:
+        status = derive_status(path, request)
+        if status.is_terminal:
+            raise UsageError(f"app {path.name} is {status.state.name}: nothing to requeue")
+        state = store.read_json_or_none(path / "state.json")
+        sup = supervisor_record(path, state)
+        if not (
+            sup and store.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id"))
+        ):
+            raise UsageError(f"app {path.name} has no live supervisor to requeue it")
+        before = len((state or {}).get("attempts") or [])
+        _signal(int(sup["pid"]), signal.SIGUSR1)
+        grace = float(request.get("grace_period") or 10.0)
+        deadline = time.monotonic() + grace + STOP_EXTRA_S
+        while time.monotonic() < deadline:
+            st = store.read_json_or_none(path / "state.json") or {}
+            if len(st.get("attempts") or []) > before or _state(st).is_terminal:
+                return
+            time.sleep(0.05)
     finally:
         os.close(fd)
 

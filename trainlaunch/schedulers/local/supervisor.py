@@ -4,7 +4,10 @@ Started as ``python -m trainlaunch.schedulers.local.supervisor <app_dir>`` in it
 starts every replica as its own process group (stdout/stderr straight into files: nothing is
 lost if this process dies), reaps them, applies the retry policy, and records every
 transition atomically in ``state.json``. SIGTERM/SIGINT stop the app: SIGTERM to every group,
-the grace period, then SIGKILL. Signals are handled synchronously through a wakeup pipe.
+the grace period, then SIGKILL. SIGUSR1 (``stop --requeue``) does the same and then starts
+the app again, a *requeue*, as does a replica that exits with the requeue code (75); requeues
+count up to ``max_requeues``, apart from failures. Every run of the whole app is an attempt
+in ``state.json`` (reason, start, end). Signals are handled synchronously through a wakeup pipe.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from trainlaunch.schedulers.local.watchdog import Watchdog
 STDERR_TAIL_LINES = 20
 TIMELINE_INTERVAL_S = 1.0  # granularity of `logs --since/--until` on the local backend
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+REQUEUE_SIGNAL = signal.SIGUSR1  # `trainlaunch stop --requeue`: simulate a preemption
 USER_UMASK = 0o022  # replaced in main() by the umask the supervisor was started with
 
 
@@ -113,6 +117,10 @@ class Supervisor:
         self.state = "PENDING"
         self.msg = ""
         self.num_restarts = 0
+        self.max_requeues = int(self.request.get("max_requeues") or 0)
+        self.num_requeues = 0
+        self.requeue_requested = False
+        self.attempts: list[dict[str, Any]] = []
         self.role_restarts: dict[str, int] = {}
         self.exit_code: int | None = None
         self.structured_error_msg = ""
@@ -124,7 +132,7 @@ class Supervisor:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, REQUEUE_SIGNAL):
             # a no-op handler (not SIG_IGN, which children would inherit): the wakeup pipe
             # carries the signal number to the main loop
             signal.signal(sig, lambda *_: None)
@@ -143,6 +151,8 @@ class Supervisor:
                 "name": self.request["app"]["name"],
                 "created": self.request.get("created"),
                 "num_restarts": self.num_restarts,
+                "num_requeues": self.num_requeues,
+                "attempts": self.attempts,
                 "exit_code": self.exit_code,
                 "structured_error_msg": self.structured_error_msg,
                 "started": self.started,
@@ -165,6 +175,7 @@ class Supervisor:
         env.update(rep.plan["env"])
         env.setdefault("TORCHELASTIC_ERROR_FILE", str(rep.log_dir / "error.json"))
         env.setdefault(settings.REPLICA_LOG_DIR, str(rep.log_dir))
+        env[settings.RESTART_COUNT] = str(rep.restarts)
         _remove(rep.log_dir / "error.json")  # a stale reply file must not explain a new failure
         out = open(rep.log_dir / "stdout.log", "ab")  # noqa: SIM115 (closed below)
         err = open(rep.log_dir / "stderr.log", "ab")  # noqa: SIM115
@@ -243,6 +254,8 @@ class Supervisor:
             seen.update(data)
         if seen & set(_STOP_SIGNALS):
             self.stop_requested = True
+        if REQUEUE_SIGNAL in seen:
+            self.requeue_requested = True
         return seen
 
     def terminate(self, reps: list[Replica], final_state: str) -> None:
@@ -292,11 +305,39 @@ class Supervisor:
         if policy == "APPLICATION" and self.num_restarts < limit:
             self.num_restarts += 1
             self.terminate(self.replicas, "CANCELLED")
-            for r in self.replicas:
-                r.restarts += 1
-                self.start(r)
+            self.end_attempt("failed", rep.exit_code)
+            self.restart_all()
             return True
         return False
+
+    # -- attempts and requeues ---------------------------------------------------------------
+
+    def begin_attempt(self) -> None:
+        """Open the next attempt in the history."""
+        self.attempts.append({"attempt": len(self.attempts), "start": time.time(), "end": None})
+
+    def end_attempt(self, reason: str, exit_code: int | None = None) -> None:
+        """Close the current attempt with why it ended."""
+        if self.attempts and self.attempts[-1].get("end") is None:
+            self.attempts[-1].update(reason=reason, end=time.time(), exit_code=exit_code)
+
+    def restart_all(self) -> None:
+        """Start every replica again as a new attempt (the app-wide restart count grows)."""
+        self.begin_attempt()
+        for r in self.replicas:
+            r.restarts += 1
+            self.start(r)
+        self.save()
+
+    def requeue(self, reason: str, exit_code: int | None = None) -> bool:
+        """Stop every replica (grace period), then run the app again if requeues are left."""
+        self.terminate(self.replicas, "CANCELLED")
+        self.end_attempt(reason, exit_code)
+        if self.num_requeues >= self.max_requeues:
+            return False
+        self.num_requeues += 1
+        self.restart_all()
+        return True
 
     def root_cause(self, rep: Replica) -> str:
         """The reply file's traceback if the replica wrote one, else its stderr tail."""
@@ -328,6 +369,7 @@ class Supervisor:
     def run(self) -> int:
         """Run the app to its end; return 0 (the outcome is in state.json)."""
         self.state = "RUNNING"  # replicas are being started: each says PENDING until it runs
+        self.begin_attempt()
         self.save()
         for rep in self.replicas:
             if not self.stop_requested:
@@ -339,7 +381,18 @@ class Supervisor:
                 self.terminate(self.replicas, "CANCELLED")
                 self.state, self.msg = "CANCELLED", "stopped on request"
                 break
+            if self.requeue_requested:
+                self.requeue_requested = False
+                if not self.requeue("preempted (stop --requeue)"):
+                    self.state = "FAILED"
+                    self.msg = f"preempted; no requeues left (max_requeues={self.max_requeues})"
+                    break
+                continue
             ended = self.reap() + self._exec_failures()
+            asked = [r for r in ended if r.exit_code == settings.REQUEUE_EXIT_CODE]
+            if asked and self.num_requeues < self.max_requeues:
+                self.requeue(f"requeue requested by {asked[0].key}", settings.REQUEUE_EXIT_CODE)
+                continue
             for rep in sorted(ended, key=lambda r: r.ended or 0):
                 # an app/role restart earlier in this batch may have restarted rep already
                 if (
@@ -367,6 +420,7 @@ class Supervisor:
                     self.terminate(self.replicas, "CANCELLED")
                     self.state, self.msg = "FAILED", self.watchdog.message
                     break
+        self.end_attempt(self.state.lower(), self.exit_code)
         self.ended = time.time()
         self.save()
         return 0

@@ -138,10 +138,8 @@ class Watchdog:
         sup = self.sup
         sup.num_restarts += 1
         sup.terminate(sup.replicas, "CANCELLED")
-        for r in sup.replicas:
-            r.restarts += 1
-            sup.start(r)
-        sup.save()
+        sup.end_attempt("hung (restarted)")
+        sup.restart_all()  # a new attempt in the history
 
 
 __all__ = [

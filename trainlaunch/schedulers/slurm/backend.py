@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainlaunch import store
+from trainlaunch import snapshot, store
 from trainlaunch.errors import (
     AppNotFound,
     SchedulerError,
@@ -31,6 +31,7 @@ from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Sch
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files
 from trainlaunch.schedulers.slurm import stacks as slurm_stacks
 from trainlaunch.schedulers.slurm import status as slurm_status
+from trainlaunch.schedulers.slurm.attempts import with_history
 from trainlaunch.schedulers.slurm.render import (
     BACKEND,
     BATCH_LOG,
@@ -39,7 +40,17 @@ from trainlaunch.schedulers.slurm.render import (
     slurm_runopts,
 )
 from trainlaunch.schedulers.slurm.status import JobInfo
-from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, macros, runopts
+from trainlaunch.snapshot import SnapshotPlan
+from trainlaunch.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    AppStatus,
+    CfgVal,
+    Role,
+    macros,
+    runopts,
+)
 from trainlaunch.stacks import RankStack
 
 COMMAND_TIMEOUT_S = 60.0
@@ -59,6 +70,7 @@ class SlurmBatchRequest:
 
     script: str
     job_dir: str
+    snapshot: SnapshotPlan | None = None  # copied into <job dir>/snapshot before release
 
 
 def run_slurm(
@@ -132,9 +144,24 @@ class SlurmScheduler(Scheduler):
         """Render the batch script; str() of the result is exactly what sbatch gets."""
         resolved = self.run_opts().resolve(cfg, BACKEND)
         job_dir = self._job_dir_template(resolved)
-        script = render_script(app, resolved, self.session_name, job_dir)
+        exclude = [self._home(), Path(job_dir.split(macros.app_id)[0])]
+        snap = snapshot.from_option(resolved.get("snapshot"), os.getcwd(), exclude)
+        workdir, note = None, ""
+        if snap is not None:
+            dest = f"{job_dir}/{snapshot.SNAPSHOT_DIR}"
+            workdir = snapshot.relocate(snap, dest, (), {}, self.environ)[0]
+            note = f"code snapshot: {snap.summary()}"
+
+            def relocated(role: Role) -> Role:
+                _, cmd, env = snapshot.relocate(
+                    snap, dest, (role.entrypoint, *role.args), role.env, self.environ
+                )
+                return role.replace(entrypoint=cmd[0], args=cmd[1:], env=env)
+
+            app = app.map_roles(relocated)
+        script = render_script(app, resolved, self.session_name, job_dir, workdir, note)
         return AppDryRunInfo(
-            request=SlurmBatchRequest(script, job_dir),
+            request=SlurmBatchRequest(script, job_dir, snap),
             fmt=_script_of,
             app=app,
             cfg=resolved,
@@ -152,6 +179,10 @@ class SlurmScheduler(Scheduler):
         try:
             job_dir.mkdir(parents=True, exist_ok=True)
             (job_dir / "sbatch.sh").write_text(req.script, encoding="utf-8")
+            snap = None
+            if req.snapshot is not None:
+                snapshot.take(req.snapshot, job_dir / snapshot.SNAPSHOT_DIR)
+                snap = {**req.snapshot.to_dict(), "path": str(job_dir / snapshot.SNAPSHOT_DIR)}
             store.write_json(
                 self._index_dir() / f"{job_id}.json",
                 {
@@ -163,9 +194,10 @@ class SlurmScheduler(Scheduler):
                     "cwd": os.getcwd(),
                     "app": dryrun_info.app.to_dict() if dryrun_info.app else None,
                     "cfg": dict(dryrun_info.cfg),
+                    "snapshot": snap,
                 },
             )
-        except (OSError, StoreError) as e:
+        except (OSError, StoreError, UsageError) as e:
             run_slurm(["scancel", job_id], check=False)
             raise SchedulerError(f"cannot record slurm job {job_id} (cancelled it): {e}") from None
         run_slurm(["scontrol", "release", job_id])
@@ -262,6 +294,8 @@ class SlurmScheduler(Scheduler):
                 note += "; state from the job's own record"
         app = _app_from(rec)
         status = slurm_status.app_status(info, app, job_dir, note)
+        signal_opt = ((rec or {}).get("cfg") or {}).get("signal")
+        status = with_history(status, job_dir, info.state, signal_opt)
         meta = {
             "job_dir": str(job_dir) if job_dir else None,
             "log_dir": str(job_dir) if job_dir else None,
@@ -272,6 +306,7 @@ class SlurmScheduler(Scheduler):
             "nodes": info.nodes,
             "source": info.source,
             "settings": ((rec or {}).get("app") or {}).get("metadata", {}).get("trainlaunch", {}),
+            "snapshot": (rec or {}).get("snapshot"),
         }
         if job_dir is not None:  # stragglers, stalls, the hang watchdog (docs/hangs.md)
             status, hang_meta = slurm_stacks.hang_view(
@@ -340,6 +375,13 @@ class SlurmScheduler(Scheduler):
                     f"slurm job {app_id} did not end within {CANCEL_TIMEOUT_S:.0f}s of scancel"
                 )
             time.sleep(0.2)
+
+    def requeue(self, app_id: str) -> None:
+        """Preempt the job now (``scontrol requeue``): SIGTERM, KillWait, then it runs again."""
+        status = self.describe(app_id).status
+        if status.is_terminal:
+            raise UsageError(f"slurm job {app_id} is {status.state.name}: nothing to requeue")
+        run_slurm(["scontrol", "requeue", app_id])
 
     # -- logs --------------------------------------------------------------------------------
 

@@ -20,12 +20,14 @@ from pathlib import Path
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.schedulers.logfiles import STREAM_FILES
+from trainlaunch.schedulers.slurm.attempts import end_lines, start_lines, wait_lines
 from trainlaunch.specs import AppDef, CfgVal, Role, macros, runopts
 
 BACKEND = "slurm"
 BATCH_LOG = "batch.log"  # the batch script's own output, in the job dir
 RESULT_FILE = "result"  # "restart=N exit=RC end=T", written when the batch script ends
 STATUS_FILE = "replica.status"  # per replica: "restart=N host=H start=T[ exit=RC end=T]"
+DEFAULT_MAX_REQUEUES = 3
 RDZV_PORT_BASE, RDZV_PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768+)
 
 # Macros become placeholders first, then shell expansions inside the quoted words.
@@ -107,12 +109,26 @@ def slurm_runopts() -> runopts:
         "'none' = no warning); USR1/USR2 are ignored unless the app handles them",
         "USR1@90",
     )
+    o.add(
+        "max_requeues",
+        int,
+        "how often the job runs again after a rank saved and exited 75 on the warning "
+        "(time limit, preemption); apart from max_retries",
+        DEFAULT_MAX_REQUEUES,
+    )
     o.add("rdzv_port", int, "rank 0's rendezvous port (default: 20000 + job id % 10000)")
     o.add(
         "job_dir",
         str,
         "job directory for logs and records, on a filesystem the nodes "
         "share; ${app_id} is the job id (default: $TRAINLAUNCH_HOME/slurm/jobs/${app_id})",
+    )
+    o.add(
+        "snapshot",
+        str,
+        "copy the code (git tree with uncommitted changes, or the working dir) into the job "
+        "dir at submission and run it from there: on, off, or an earlier snapshot's dir",
+        "on",
     )
     o.add("extra", list, "extra #SBATCH lines for every role, e.g. --reservation=r1;--nice=10")
     o.add(
@@ -123,6 +139,12 @@ def slurm_runopts() -> runopts:
     )
     o.add("on_hang", str, "after a hang: none (report), stop (scancel), restart (requeue)", "none")
     return o
+
+
+def max_requeues(cfg: Mapping[str, CfgVal]) -> int:
+    """The max_requeues option (0 when unset)."""
+    n = cfg.get("max_requeues")
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
 def default_job_dir(home: Path) -> str:
@@ -163,6 +185,8 @@ def check_cfg(cfg: Mapping[str, CfgVal]) -> None:
         n = cfg.get(key)
         if isinstance(n, int) and n < (1 if key == "ntasks_per_node" else 0):
             raise UsageError(f"option {key!r} must be >= {1 if key == 'ntasks_per_node' else 0}")
+    if max_requeues(cfg) < 0:
+        raise UsageError("option 'max_requeues' must be >= 0")
     port = cfg.get("rdzv_port")
     if isinstance(port, int) and not 1 <= port <= 65535:
         raise UsageError(f"option 'rdzv_port' must be a TCP port (1-65535), got {port}")
@@ -211,8 +235,18 @@ def _substitute(role: Role) -> Role:
 # --- the script -----------------------------------------------------------------------------------
 
 
-def render_script(app: AppDef, cfg: Mapping[str, CfgVal], session: str, job_dir: str) -> str:
-    """The complete batch script for app (cfg resolved; job_dir may contain ${app_id})."""
+def render_script(
+    app: AppDef,
+    cfg: Mapping[str, CfgVal],
+    session: str,
+    job_dir: str,
+    workdir: str | None = None,
+    note: str = "",
+) -> str:
+    """The complete batch script for app (cfg resolved; job_dir may contain ${app_id}).
+
+    workdir: where the job runs (its code snapshot), ``${app_id}`` allowed; note: a comment.
+    """
     check_cfg(cfg)
     if _CONTROL.search(job_dir):
         raise UsageError(f"job_dir must not contain control characters: {job_dir!r}")
@@ -235,40 +269,35 @@ def render_script(app: AppDef, cfg: Mapping[str, CfgVal], session: str, job_dir:
         f'export {settings.RESTART_COUNT}="${{SLURM_RESTART_COUNT:-0}}"',
         "export PYTHONUNBUFFERED=1",
         f"trainlaunch_job_dir={job_dir_word}",
+        *(
+            [f"# {note}"] * bool(note)
+            + [f"cd -- {shell_word(workdir.replace(macros.app_id, _APP_ID))} || exit 1"]
+            if workdir
+            else []
+        ),
         f'echo "trainlaunch: job $SLURM_JOB_ID attempt ${settings.RESTART_COUNT} on '
         f'$SLURM_JOB_NODELIST; rank 0 at ${settings.RANK0_HOST}:${settings.RDZV_PORT}"',
+        *start_lines(),
         "trainlaunch_pids=()",
     ]
     lines += _watchdog_lines(app, cfg)
     ntasks_per_node = int(cfg.get("ntasks_per_node") or 1)  # type: ignore[arg-type]
     for i, role in enumerate(app.roles):
         lines += _role_step(app, i, role, cfg, session, job_dir_word, het, ntasks_per_node)
+    lines += ["", "# Wait for every role; the first failure stops the others.", *wait_lines()]
+    retries = max(r.max_retries for r in app.roles)
     lines += [
         "",
-        "# Wait for every role; the first failure stops the others.",
-        "trainlaunch_rc=0",
-        'for _ in "${trainlaunch_pids[@]}"; do',
-        "    wait -n",
-        "    rc=$?",
-        '    if [ "$rc" -ne 0 ] && [ "$trainlaunch_rc" -eq 0 ]; then',
-        "        trainlaunch_rc=$rc",
-        '        kill "${trainlaunch_pids[@]}" 2>/dev/null',
-        "    fi",
-        "done",
+        "# Requeue after a rank saved and exited 75, or retry a failure.",
+        *end_lines(retries, max_requeues(cfg)),
     ]
-    retries = max(r.max_retries for r in app.roles)
-    if retries:
-        lines += [
-            f'if [ "$trainlaunch_rc" -ne 0 ] && [ "${settings.RESTART_COUNT}" -lt {retries} ]; then',
-            f'    echo "trainlaunch: exit code $trainlaunch_rc; requeueing (retry '
-            f'$(({settings.RESTART_COUNT} + 1)) of {retries})"',
-            '    scontrol requeue "$SLURM_JOB_ID" && exit "$trainlaunch_rc"',
-            "fi",
-        ]
     lines += [
-        f'printf \'restart=%s exit=%s end=%s\\n\' "${settings.RESTART_COUNT}" "$trainlaunch_rc" '
+        "# The result, unless Slurm ended the job (scancel, time limit): Slurm says how then.",
+        'if [ "$trainlaunch_term" -eq 0 ]; then',
+        f'    printf \'restart=%s exit=%s end=%s\\n\' "${settings.RESTART_COUNT}" "$trainlaunch_rc" '
         f'"${{EPOCHREALTIME:-$(date +%s)}}" >"$trainlaunch_job_dir/{RESULT_FILE}.tmp" &&',
-        f'    mv -f "$trainlaunch_job_dir/{RESULT_FILE}.tmp" "$trainlaunch_job_dir/{RESULT_FILE}"',
+        f'        mv -f "$trainlaunch_job_dir/{RESULT_FILE}.tmp" "$trainlaunch_job_dir/{RESULT_FILE}"',
+        "fi",
         'echo "trainlaunch: exit code $trainlaunch_rc"',
         'exit "$trainlaunch_rc"',
     ]
@@ -310,7 +339,7 @@ def _sbatch_options(
         sig = cfg.get("signal")
         if sig and str(sig).lower() != "none":
             opts.append(f"--signal={sig}")
-        if max(r.max_retries for r in app.roles):
+        if max(r.max_retries for r in app.roles) or max_requeues(cfg):
             opts.append("--requeue")
         for key, flag in (
             ("comment", "comment"),

@@ -25,6 +25,7 @@ from trainlaunch import settings, stacks, store
 from trainlaunch.agent.state import read_agent_state
 from trainlaunch.errors import StoreError
 from trainlaunch.schedulers.progress import RankProgress, agent_ranks, duration
+from trainlaunch.schedulers.slurm.attempts import note_hang
 from trainlaunch.schedulers.slurm.render import STATUS_FILE
 from trainlaunch.schedulers.slurm.stacks import dump_targets
 from trainlaunch.schedulers.slurm.status import read_kv
@@ -126,6 +127,7 @@ def fire(
         store.write_json(job_dir / WATCHDOG_FILE, rec)
     print(f"trainlaunch watchdog: hung: {what}; action: {action}; stacks in {txt}", flush=True)
     if action == "restart":
+        note_hang(job_dir, restarts)  # the attempt history says why it ended
         _run(["scontrol", "requeue", job_id])
     elif action == "stop":
         _run(["scancel", job_id])
