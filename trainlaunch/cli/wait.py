@@ -7,12 +7,19 @@ import click
 from trainlaunch.cli import output
 
 
+def _seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and value != value:  # NaN passes FloatRange: no comparison fails
+        raise click.BadParameter("expected a number of seconds, got nan")
+    return value
+
+
 @click.command("wait")
 @click.argument("handle")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),
     default=None,
+    callback=_seconds,
     help="Give up after this many seconds (exit 7).",
 )
 @click.option(
