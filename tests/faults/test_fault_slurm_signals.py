@@ -73,7 +73,7 @@ def test_signal_at_once_after_the_handle_cancels_the_slurm_job(
         job_id = handle.rsplit("/", 1)[1]
         try:
             state = wait_until(
-                lambda: (s := _slurm_state(job_id)) not in ("PENDING", "RUNNING") and s,
+                lambda j=job_id: (s := _slurm_state(j)) not in ("PENDING", "RUNNING") and s,
                 timeout=60,
                 what=f"job {job_id} to leave the queue",
             )

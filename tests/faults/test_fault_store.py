@@ -24,9 +24,9 @@ from tests.faults.fault_helpers import (
     mount_tmpfs,
     reap_store,
     remount,
-    umount,
     running_replicas,
     supervisor_pid,
+    umount,
     wait_processes,
 )
 

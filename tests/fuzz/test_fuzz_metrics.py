@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import given

@@ -32,8 +32,8 @@ def command(handle: str, timeout: float | None, app_exit_code: bool, as_json: bo
     """Wait for an app to end.
 
     Exit 0 if it SUCCEEDED, 1 if it FAILED (or the failing replica's code with
-    --app-exit-code), 6 if it was CANCELLED, 7 on --timeout. Ctrl-C stops waiting,
-    not the app.
+    --app-exit-code), 6 if it was CANCELLED, 7 on --timeout, 8 if it ended but how is
+    unknown (UNKNOWN: see its message). Ctrl-C stops waiting, not the app.
     """
     from trainlaunch.cli.boundary import raise_on_sigterm
     from trainlaunch.cli.waiting import finish, wait_for
