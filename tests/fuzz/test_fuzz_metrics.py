@@ -171,7 +171,7 @@ def test_image_mistakes_are_one_error_line(fresh: App, args: list[str], needle: 
     assert not (fresh.cli.cwd / "chart.png").exists()
 
 
-@examples(200)
+@examples(100)
 @given(
     lines=st.lists(
         st.one_of(

@@ -195,13 +195,14 @@ def _ended_without_supervisor(
         why = "its replicas' exit codes were not recorded"
         msg = f"{who} died before the app finished ({full or 'killed?'}); {why}"
         return _orphaned(request, state, msg, AppState.UNKNOWN, ended=True)
-    by_key = {**{(r["role"], r["replica_id"]): r for r in (state or {}).get("replicas", [])}}
+    by_key = {(r["role"], r["replica_id"]): r for r in (state or {}).get("replicas", [])}
     replicas = [
         {**by_key.get(key, {"role": key[0], "replica_id": key[1]}), **outcome}
         for key, outcome in outcomes.items()
     ]
-    failed = [r for r in replicas if r["state"] != "SUCCEEDED"]
-    result = "FAILED" if failed else "SUCCEEDED"
+    failed = [r for r in replicas if r["state"] == "FAILED"]
+    cancelled = any(r["state"] == "CANCELLED" for r in replicas)
+    result = "FAILED" if failed else ("CANCELLED" if cancelled else "SUCCEEDED")
     record = {
         **(state or {}),
         "state": result,
@@ -222,7 +223,7 @@ def replica_outcomes(
     for plan in request.get("replicas", []):
         key = (plan["role"], plan["replica_id"])
         rec = by_key.get(key, {})
-        if _state(rec) in (AppState.SUCCEEDED, AppState.FAILED):
+        if _state(rec).is_terminal:
             out[key] = {"state": rec["state"], "exit_code": _int(rec.get("exit_code"))}
             continue
         agent = None
@@ -245,7 +246,7 @@ def replica_outcomes(
 
 
 def _store_full(path: Path) -> str:
-    """'the app store is full (no space left on device)' when it is, else ''."""
+    """Why the supervisor may have died, when the store has no space left ('' otherwise)."""
     try:
         vfs = os.statvfs(path)
     except OSError:

@@ -191,6 +191,7 @@ class Supervisor:
         env.update(rep.plan["env"])
         env.setdefault("TORCHELASTIC_ERROR_FILE", str(rep.log_dir / "error.json"))
         env.setdefault(settings.REPLICA_LOG_DIR, str(rep.log_dir))
+        out = None
         try:
             rep.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             _remove(rep.log_dir / "error.json")  # a stale reply file must not explain a new failure
@@ -199,6 +200,8 @@ class Supervisor:
             os.chmod(out.name, 0o600)
             os.chmod(err.name, 0o600)
         except OSError as e:  # e.g. a full disk: this replica fails, the supervisor goes on
+            if out is not None:
+                out.close()
             rep.state, rep.ended, rep.started = "FAILED", time.time(), time.time()
             rep.exit_code = 1
             rep.message = f"cannot create the log files of {rep.key}: {e.strerror or e}"
