@@ -91,14 +91,17 @@ def interrupts_held(deliver: bool = True) -> Iterator[None]:
     stopping). Afterwards SIGTERM and SIGHUP raise too (see raise_on_sigterm).
     """
     held: list[int] = []
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN (e.g. `nohup ... &`) stays ignored
+    signals = (signal.SIGTERM, signal.SIGHUP) + (
+        () if sigint == signal.SIG_IGN else (signal.SIGINT,)
+    )
     for sig in signals:
         signal.signal(sig, lambda signum, _frame: held.append(signum))
     try:
         yield
     finally:
         raise_on_sigterm()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler if sigint is None else sigint)
     if held and deliver:
         raise KeyboardInterrupt(signal.Signals(held[0]).name)
 
