@@ -223,11 +223,14 @@ def parse_j(j: str) -> tuple[str, str]:
     if not sep:
         nodes, nproc = "1", j
     try:
-        flags.parse_nnodes(nodes)
-        if int(nproc) < 1:
+        parts = nodes.split(":")
+        lo, hi = int(parts[0]), int(parts[-1])
+        if len(parts) > 2 or int(nproc) < 1 or not 0 < lo <= hi:
             raise ValueError
-    except (UsageError, ValueError):
+    except ValueError:
         raise UsageError(f"-j must be [MIN:]NxM or M with positive integers, got {j!r}") from None
+    flags.parse_nnodes(nodes)  # the bounds, with their own messages
+    flags.check_nproc(nproc)
     return nodes, nproc
 
 

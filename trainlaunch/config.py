@@ -230,6 +230,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:  # the message carries "(at line N, column M)"
         raise UsageError(f"{path}: invalid TOML: {e}", hint="fix the file") from None
+    except UnicodeDecodeError as e:  # TOML is UTF-8 only; tomllib lets this one through
+        raise UsageError(
+            f"{path}: invalid TOML: not UTF-8 text (byte {e.start})",
+            hint="save the file as UTF-8",
+        ) from None
     except OSError as e:
         raise UsageError(f"cannot read config file {path}: {e.strerror or e}") from None
 

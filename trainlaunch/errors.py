@@ -8,7 +8,7 @@
       SchedulerError       3    a backend command or API call failed
         SchedulerUnavailable 3  the backend cannot be used here (not installed, unreachable)
       AppNotFound          4    unknown handle
-      AppFailed            1    an app ended FAILED or CANCELLED while waiting (see ExitCode)
+      AppFailed            1    an app ended FAILED, CANCELLED or UNKNOWN while waiting (ExitCode)
       StoreError           5    the app store cannot be read or written
 
 The exit-code table lives in :class:`ExitCode`; ``cli/boundary.py`` is the only place that
@@ -33,6 +33,7 @@ class ExitCode(enum.IntEnum):
     STORE = 5  # the app store cannot be read or written (permissions, disk full, corrupt)
     CANCELLED = 6  # wait/run --wait: the app ended CANCELLED
     TIMEOUT = 7  # wait --timeout elapsed before the app ended
+    UNKNOWN_RESULT = 8  # wait/run --wait: the app ended, but how is not known (see its msg)
     INTERNAL = 70  # a bug in trainlaunch: rerun with --debug and report it
     INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM to the CLI
 
@@ -81,6 +82,7 @@ class StoreError(TrainlaunchError):
     """The app store could not be read or written."""
 
     exit_code = ExitCode.STORE
+    errno: int | None = None  # the OS error behind it, when there is one (ENOSPC, EROFS, ...)
 
 
 class WaitTimeout(TrainlaunchError):

@@ -18,7 +18,8 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from trainlaunch.errors import UsageError
@@ -40,6 +41,8 @@ RankKey = int | str  # an int rank, or the file name when the rank is unknown
 HEADER_FIELDS = ("step", "epoch", "timestamp", "rank")
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
+MAX_LINE_BYTES = 1 << 20  # a longer line is damage, not a record: counted and skipped
+MAX_DEPTH = 64  # deeper nesting is damage too (and would exhaust the parser's stack)
 _MARKS = "*o+x#@%&"
 _SPARK = " .:-=+*#%@"
 
@@ -50,8 +53,9 @@ class MetricsData:
 
     records: dict[RankKey, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     files: list[str] = dataclasses.field(default_factory=list)
-    skipped_lines: int = 0  # complete lines that are not a JSON object
+    skipped_lines: int = 0  # complete lines that are not a well-shaped JSON object
     truncated_lines: int = 0  # a last line cut short (no newline) that does not parse
+    skipped_files: list[str] = dataclasses.field(default_factory=list)  # not regular files
 
 
 def _natural_key(path: str) -> list[Any]:
@@ -59,21 +63,93 @@ def _natural_key(path: str) -> list[Any]:
 
 
 def find_metric_files(target: str) -> list[str]:
-    """The ``.jsonl`` files of a directory, the matches of a glob, or the file itself."""
-    if any(char in target for char in "*?["):
-        paths = [p for p in glob.glob(os.path.expanduser(target)) if os.path.isfile(p)]
-    elif os.path.isdir(target):
-        paths = glob.glob(os.path.join(target, "*.jsonl"))
-    elif os.path.isfile(target):
-        paths = [target]
-    else:
-        paths = []
-    if not paths:
+    """The ``.jsonl`` files of a directory, the matches of a glob, or the file itself.
+
+    Only regular files (or links to one) count: a directory, FIFO or device in place of a
+    rank file is left out, so reading can neither hang nor run away.
+    """
+    paths = _candidates(target)
+    found = [p for p in paths if os.path.isfile(p)]
+    if not found:
+        odd = sorted(set(paths) - set(found))
+        why = f" ({odd[0]} is not a regular file)" if odd else ""
         raise UsageError(
-            f"no metrics files found at {target!r}",
+            f"no metrics files found at {target!r}{why}",
             hint="pass the metrics directory (TRAINLAUNCH_METRICS_PATH), a .jsonl file or a glob",
         )
-    return sorted(paths, key=_natural_key)  # rank2 before rank10
+    return sorted(found, key=_natural_key)  # rank2 before rank10
+
+
+def _candidates(target: str) -> list[str]:
+    if any(char in target for char in "*?["):
+        return glob.glob(os.path.expanduser(target))
+    if os.path.isdir(target):
+        return glob.glob(os.path.join(target, "*.jsonl"))
+    return [target] if os.path.lexists(target) else []
+
+
+def _too_deep(line: str) -> bool:
+    """True if the line nests arrays/objects deeper than MAX_DEPTH (a JSON bomb)."""
+    if line.count("[") + line.count("{") <= MAX_DEPTH:
+        return False
+    depth, in_str, escaped = 0, False, False
+    for char in line:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_str = False
+        elif char == '"':
+            in_str = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
+
+def _well_shaped(record: Mapping[str, Any]) -> bool:
+    """The header fields have the types the writer gives them (else the record is damaged)."""
+    for key in ("step", "epoch"):
+        value = record.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            return False
+    rank = record.get("rank")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+        return False
+    stamp = record.get("timestamp")
+    return stamp is None or (isinstance(stamp, (str, int, float)) and not isinstance(stamp, bool))
+
+
+def read_lines(path: str) -> Iterator[str]:
+    """The lines of a regular file, each cut at MAX_LINE_BYTES (the rest of it is dropped).
+
+    A cut line lacks its newline and no longer parses, so it is counted, not used; opening
+    non-blocking and checking the file type means a FIFO swapped in never blocks the reader.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise UsageError(f"cannot read metrics file {path}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"cannot read metrics file {path}: not a regular file")
+        while True:
+            line = stream.readline(MAX_LINE_BYTES)
+            if not line:
+                return
+            if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
+                while True:  # drop the rest of an over-long line without holding it
+                    rest = stream.readline(MAX_LINE_BYTES)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                yield "\0\n" if rest else "\0"  # unusable: counted as skipped, never parsed
+                continue
+            yield line.decode("utf-8", errors="replace")
 
 
 def revive(value: Any) -> Any:
@@ -93,10 +169,10 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], int, int]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = None if _too_deep(line) else json.loads(line)
+        except (ValueError, RecursionError):
             record = None
-        if not isinstance(record, dict):
+        if not isinstance(record, dict) or not _well_shaped(record):
             # Only the last line can lack its newline: that is a write cut short by a crash.
             if line.endswith("\n"):
                 skipped += 1
@@ -119,9 +195,9 @@ def rank_of(record: Mapping[str, Any], path: str) -> RankKey:
 def read_metrics(target: str) -> MetricsData:
     """Read every metrics file at ``target`` (see :func:`find_metric_files`)."""
     data = MetricsData(files=find_metric_files(target))
+    data.skipped_files = sorted(set(_candidates(target)) - set(data.files), key=_natural_key)
     for path in data.files:
-        with open(path, encoding="utf-8", errors="replace") as stream:
-            records, skipped, truncated = parse_lines(stream)
+        records, skipped, truncated = parse_lines(read_lines(path))
         data.skipped_lines += skipped
         data.truncated_lines += truncated
         for record in records:

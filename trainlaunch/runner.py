@@ -147,6 +147,7 @@ class Runner:
             raise UsageError(f"expected an AppDef, got {type(app).__name__}")
         name = schedulers.canonical_name(scheduler)
         sched = self._scheduler(name)
+        app.check_size(sched.max_replicas, name)  # before anything is planned per replica
         resolved = sched.run_opts().resolve(cfg or {}, name)
         rs = rank_settings or settings.RankSettings()
         if rs.seed is None:  # recorded in the app, so every run can be reproduced

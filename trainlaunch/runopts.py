@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Iterator, Mapping
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Union
 
 from trainlaunch.errors import UsageError
@@ -36,6 +38,7 @@ class runopt:  # noqa: N801 (TorchX's spelling)
     opt_type: type
     is_required: bool
     help: str
+    check: Callable[[Any], str | None] | None = None  # why a typed value is refused, or None
 
     @property
     def type_name(self) -> str:
@@ -50,12 +53,18 @@ class runopts:  # noqa: N801
         self._opts: dict[str, runopt] = {}
 
     def add(
-        self, key: str, type_: type, help: str, default: CfgVal = None, required: bool = False
+        self,
+        key: str,
+        type_: type,
+        help: str,
+        default: CfgVal = None,
+        required: bool = False,
+        check: Callable[[Any], str | None] | None = None,
     ) -> None:
-        """Declare an option."""
+        """Declare an option; check(value) says why a well-typed value is refused, or None."""
         if type_ not in _TYPES:
             raise TypeError(f"unsupported runopt type {type_!r}")
-        self._opts[key] = runopt(default, type_, required, help)
+        self._opts[key] = runopt(default, type_, required, help, check)
 
     def __iter__(self) -> Iterator[tuple[str, runopt]]:
         return iter(sorted(self._opts.items()))
@@ -75,7 +84,7 @@ class runopts:  # noqa: N801
             opt = self._opts.get(key)
             if opt is None:
                 raise UsageError(self._unknown(key, where))
-            out[key] = value if value is None else _coerce(key, opt, value)
+            out[key] = value if value is None else _checked(key, opt, _coerce(key, opt, value))
         for key, opt in self._opts.items():
             if out.get(key) is None:
                 if opt.is_required:
@@ -93,9 +102,15 @@ class runopts:  # noqa: N801
         """Parse ``k=v,k2=a;b`` against this schema (values typed, keys checked)."""
         where = f" for scheduler {scheduler!r}" if scheduler else ""
         out: dict[str, CfgVal] = {}
-        for pair in split_unquoted(text, ","):
+        pairs = split_unquoted(text, ",")
+        if pairs and not pairs[-1].strip():
+            pairs.pop()  # one trailing comma is harmless
+        for pair in pairs:
             if not pair.strip():
-                continue
+                raise UsageError(
+                    f"empty option in {text!r}: expected key=value[,key=value...]",
+                    hint="see `trainlaunch runopts` for the options",
+                )
             key, eq, raw = pair.partition("=")
             key = key.strip()
             if not eq or not key:
@@ -103,7 +118,7 @@ class runopts:  # noqa: N801
             opt = self._opts.get(key)
             if opt is None:
                 raise UsageError(self._unknown(key, where))
-            out[key] = parse_value(key, opt, unquote(raw.strip()))
+            out[key] = _checked(key, opt, parse_value(key, opt, unquote(raw.strip())))
         return out
 
 
@@ -155,9 +170,12 @@ def parse_value(key: str, opt: runopt, raw: str) -> CfgVal:
             raise UsageError(f"option {key!r} expects an int, got {raw!r}") from None
     if t is float:
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
             raise UsageError(f"option {key!r} expects a float, got {raw!r}") from None
+        if not math.isfinite(value):
+            raise UsageError(f"option {key!r} expects a finite number, got {raw!r}")
+        return value
     items = [unquote(x.strip()) for x in split_unquoted(raw, ";") if x.strip()]
     if t is list:
         return items
@@ -195,9 +213,37 @@ def _coerce(key: str, opt: runopt, value: Any) -> CfgVal:
     if not ok:
         raise UsageError(f"option {key!r} expects {opt.type_name}, got {value!r}")
     if t is float:
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise UsageError(f"option {key!r} expects a finite number, got {value!r}")
+        return number
     if t is list:
         return list(value)
     if t is dict:
         return dict(value)
     return value
+
+
+def _checked(key: str, opt: runopt, value: CfgVal) -> CfgVal:
+    why = opt.check(value) if opt.check is not None and value is not None else None
+    if why:
+        raise UsageError(f"option {key!r}: {why}, got {value!r}")
+    return value
+
+
+def at_least(low: float) -> Callable[[Any], str | None]:
+    """A check: the number must be >= low."""
+    return lambda v: None if v >= low else f"must be >= {low:g}"
+
+
+def in_range(low: int, high: int) -> Callable[[Any], str | None]:
+    """A check: the number must be in low..high."""
+    return lambda v: None if low <= v <= high else f"must be in {low}-{high}"
+
+
+def existing_dir(value: Any) -> str | None:
+    """A check: the path must be an existing directory here."""
+    return None if os.path.isdir(os.path.expanduser(str(value))) else "no such directory"

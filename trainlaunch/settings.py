@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainlaunch.errors import UsageError
@@ -43,6 +43,7 @@ RDZV_PORT = "TRAINLAUNCH_RDZV_PORT"  # port rank 0 listens on for multi-node sta
 # replacement pod its attempt, so it is unset there (the rank library reads it as 0).
 RESTART_COUNT = "TRAINLAUNCH_RESTART_COUNT"
 REPLICA_LOG_DIR = "TRAINLAUNCH_REPLICA_LOG_DIR"  # where a replica (node agent) keeps its files
+USER_UMASK = "TRAINLAUNCH_USER_UMASK"  # slurm: the submitter's umask, restored for the app itself
 
 # --- preemption (docs/preemption.md) --------------------------------------------------------
 # A rank that saved its state after a warning exits with this code to ask for a requeue
@@ -171,6 +172,30 @@ def _parse_float(env: Mapping[str, str], name: str, default: float) -> float:
         return float(raw.strip())
     except ValueError:
         raise UsageError(f"{name} must be a number, got {raw!r}") from None
+
+
+def check_strategy_module(strategy: str, search_path: Sequence[str]) -> None:
+    """UsageError unless a qualified strategy's module (``pkg`` of ``pkg:name``) can be found.
+
+    Only looks the top-level package up (importlib's path finder; nothing is imported, so a
+    package that needs torch costs nothing here). Built-in names are not modules.
+    """
+    if is_builtin_namespace(strategy):
+        return
+    top = strategy.split(":", 1)[0].split(".", 1)[0]
+    import importlib.machinery
+    import sys
+
+    paths = [p for p in search_path if p] + sys.path
+    found = top.isidentifier() and (
+        top in sys.builtin_module_names or importlib.machinery.PathFinder.find_spec(top, paths)
+    )
+    if not found:
+        raise UsageError(
+            f"export strategy {strategy!r}: no module {top!r} for the ranks to import",
+            hint="name a custom strategy after the module that registers it "
+            "(e.g. 'train:even' registered in train.py), importable from the working directory",
+        )
 
 
 def inject(app: Any, rank_settings: RankSettings, handle_prefix: str) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 from trainlaunch.errors import UsageError
 
+MAX_REPLICAS = 100_000  # no backend runs more (a Kubernetes Indexed Job's completions limit)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
@@ -146,6 +147,11 @@ class Role:
                 raise UsageError(f"role {self.name!r}: {field} must be an integer")
         if self.num_replicas < 1:
             raise UsageError(f"role {self.name!r}: num_replicas must be >= 1")
+        if self.num_replicas > MAX_REPLICAS:
+            raise UsageError(
+                f"role {self.name!r}: {self.num_replicas} replicas is more than any backend "
+                f"runs (at most {MAX_REPLICAS})"
+            )
         if self.max_retries < 0:
             raise UsageError(f"role {self.name!r}: max_retries must be >= 0")
         if self.min_replicas is not None and not 1 <= self.min_replicas <= self.num_replicas:
@@ -222,6 +228,15 @@ class AppDef:
     def replace(self, **changes: Any) -> AppDef:
         """A new AppDef with some fields changed."""
         return dataclasses.replace(self, **changes)
+
+    def check_size(self, max_replicas: int, backend: str) -> None:
+        """UsageError if the app has more replicas than the backend can run (before planning)."""
+        total = sum(r.num_replicas for r in self.roles)
+        if total > max_replicas:
+            raise UsageError(
+                f"the app has {total} replicas; the {backend} backend runs at most {max_replicas}",
+                hint="lower --nnodes/--num-replicas",
+            )
 
     def map_roles(self, fn: Callable[[Role], Role]) -> AppDef:
         """A new AppDef with fn applied to every role."""
@@ -378,11 +393,12 @@ class AppStatus:
     exit_code: int | None = None  # the first failing replica's exit code (128+N for signals)
     num_requeues: int = 0  # runs again after a preemption or time limit (not in num_restarts)
     attempts: tuple[Attempt, ...] = ()  # the history, oldest first, when the backend keeps one
+    ended: bool = False  # UNKNOWN, but over: nothing of it runs and its result is lost (msg)
 
     @property
     def is_terminal(self) -> bool:
-        """True when the app can no longer change state."""
-        return self.state.is_terminal
+        """True when the app can no longer change state (an ended UNKNOWN app included)."""
+        return self.state.is_terminal or (self.ended and self.state == AppState.UNKNOWN)
 
     def replicas(self) -> Iterable[ReplicaStatus]:
         """Every replica of every role."""

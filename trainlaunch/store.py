@@ -16,10 +16,12 @@ user can write to.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
 import secrets
+import shutil
 import stat
 import tempfile
 from collections.abc import Mapping
@@ -97,9 +99,70 @@ def create_app_dir(app_id: str, environ: Mapping[str, str] | None = None) -> Pat
     return path
 
 
+def _write_error(path: Path, e: OSError) -> StoreError:
+    err = StoreError(
+        f"cannot write {path}: {e.strerror or e}",
+        hint="check free disk space and permissions of the app store",
+    )
+    err.errno = e.errno
+    return err
+
+
+RESERVE_FILE = ".reserve"  # space held back so the app's final record fits on a full disk
+
+
+def reserve_bytes(replicas: int) -> int:
+    """How much to hold back: a final state.json (and its temporary copy) for this many."""
+    return 64 * 1024 + 1024 * replicas
+
+
+def reserve(path: Path, size: int) -> None:
+    """Allocate size bytes in path/.reserve (StoreError, e.g. ENOSPC, if the disk cannot)."""
+    try:
+        fd = os.open(path / RESERVE_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                os.write(fd, b"\0" * size)  # a filesystem without fallocate
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise _write_error(path / RESERVE_FILE, e) from None
+
+
+def release_reserve(path: Path) -> bool:
+    """Free the space reserve() held back; True if there was one."""
+    try:
+        os.unlink(path / RESERVE_FILE)
+    except OSError:
+        return False
+    return True
+
+
+def write_final_json(path: Path, data: Any) -> None:
+    """write_json for a record that must land: on ENOSPC, spend the reserve and try again."""
+    try:
+        write_json(path, data)
+    except StoreError as e:
+        if e.errno != errno.ENOSPC or not release_reserve(path.parent):
+            raise
+        write_json(path, data)
+
+
+def remove_app_dir(path: Path) -> None:
+    """Delete a half-created app directory (its supervisor never started)."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def write_json(path: Path, data: Any) -> None:
     """Atomically replace path with data as JSON (0600)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise _write_error(path, e) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, separators=(",", ":"), sort_keys=True)
@@ -109,10 +172,7 @@ def write_json(path: Path, data: Any) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise StoreError(
-            f"cannot write {path}: {e.strerror or e}",
-            hint="check free disk space and permissions of the app store",
-        ) from None
+        raise _write_error(path, e) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

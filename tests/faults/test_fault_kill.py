@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -214,3 +215,60 @@ def test_cli_sigkill_during_run_wait_leaves_the_app_running(reaper: CLI) -> None
     cli("stop", handle, check=True)
     assert cli.status(handle)["state"] == "CANCELLED"
     assert app_processes(handle) == []
+
+
+GATED = str(Path(__file__).resolve().parents[1] / "fixtures" / "ddp" / "gated.py")
+
+
+def _supervisor_dies_then_app_ends(cli: CLI, *run_args: str) -> tuple[str, dict]:
+    """Start the app, kill -9 its supervisor, let every replica end on its own; final status."""
+    gate = cli.cwd / "gate"
+    handle = cli.run(*run_args)
+    running_replicas(cli, handle, 1)
+    wait_until(lambda: "waiting for the gate" in cli("logs", handle).stdout, what="the app")
+    kill9(supervisor_pid(cli, handle))
+    gate.touch()
+    wait_until(lambda: app_processes(handle) == [], what=f"{handle}'s processes to end")
+    return handle, cli.status(handle)
+
+
+@pytest.mark.parametrize("exit_code,state", [(0, "SUCCEEDED"), (3, "FAILED")])
+def test_killed_supervisor_reports_the_result_the_node_agent_recorded(
+    reaper: CLI, exit_code: int, state: str
+) -> None:
+    """Issue 13.5: ranks that finish after their supervisor died are not a failure by default:
+    dist.ddp's node agent records the result in agent.json, and status/wait report it."""
+    cli = reaper
+    gate = cli.cwd / "gate"
+    handle, st = _supervisor_dies_then_app_ends(
+        cli,
+        "dist.ddp",
+        "--env",
+        f"GATE={gate},GATE_EXIT={exit_code}",
+        GATED,
+    )
+    assert st["state"] == state, st
+    assert st["is_terminal"], st
+    assert "died" in st["msg"] and "records" in st["msg"], st["msg"]
+    waited = cli("wait", handle)
+    assert waited.returncode == (0 if exit_code == 0 else 1), waited.stderr
+    assert "Traceback" not in waited.stderr
+
+
+def test_killed_supervisor_of_plain_replicas_is_unknown_and_wait_says_so(reaper: CLI) -> None:
+    """A plain replica's exit code dies with its supervisor: UNKNOWN (ended), with the reason;
+    `wait` exits 8 (documented), not 1 (FAILED) and not forever."""
+    cli = reaper
+    gate = cli.cwd / "gate"
+    handle, st = _supervisor_dies_then_app_ends(
+        cli,
+        "utils.sh",
+        f"echo waiting for the gate; while [ ! -e {gate} ]; do sleep 0.02; done",
+    )
+    assert st["state"] == "UNKNOWN" and st["is_terminal"], st
+    assert "died" in st["msg"] and "not recorded" in st["msg"], st["msg"]
+    waited = cli("wait", handle, timeout=30)
+    assert waited.returncode == 8, (waited.returncode, waited.stderr)
+    assert "UNKNOWN" in waited.stderr and "Traceback" not in waited.stderr
+    listed = json.loads(cli("list", "--json", check=True).stdout)
+    assert [r["state"] for r in listed if r["handle"] == handle] == ["UNKNOWN"]

@@ -137,7 +137,7 @@ def test_killed_supervisor_is_reported_and_stop_cleans_up(cli: CLI) -> None:
     assert cli.status(handle)["state"] == "CANCELLED"
 
 
-def test_supervisor_and_replicas_gone_is_failed_not_running(cli: CLI) -> None:
+def test_supervisor_and_replicas_gone_is_ended_unknown_not_running(cli: CLI) -> None:
     handle = cli.run("utils.sh", "sleep 300")
     app_id = handle.rsplit("/", 1)[1]
     wait_until(lambda: cli.status(handle)["state"] == "RUNNING")
@@ -148,7 +148,8 @@ def test_supervisor_and_replicas_gone_is_failed_not_running(cli: CLI) -> None:
         os.killpg(pid, signal.SIGKILL)
     wait_until(lambda: not pids_alive([sup, *ranks]))
     st = cli.status(handle)
-    assert st["state"] == "FAILED"
+    # the replica's exit code died with its supervisor: over, but how is unknown (issue 13.5)
+    assert st["state"] == "UNKNOWN" and st["is_terminal"], st
     assert "died" in st["msg"]
 
 

@@ -151,3 +151,36 @@ def test_a_few_hostile_handles_through_the_real_cli(store: tuple[CLI, str, Path]
             assert "Traceback" not in proc.stderr
     real = cli("logs", app_id, check=True)  # the real app is still reachable
     assert "the real app" in real.stdout and BAIT not in real.stdout
+
+
+@pytest.mark.parametrize("link", ["logs", "logs/sh", "logs/sh/0", "logs/sh/0/stdout.log"])
+def test_logs_never_follow_a_symlink_out_of_the_store(reaper: CLI, link: str) -> None:
+    """Issue 13.9: a logs directory (or file) replaced by a symlink printed nothing and exited
+    0, or followed the link; now one error line and exit 5, and no byte of the target."""
+    cli = reaper
+    handle = cli.run("utils.sh", "echo the real log")
+    assert cli.wait(handle)["state"] == "SUCCEEDED"
+    bait = cli.home.parent / "bait"
+    (bait / "sh" / "0").mkdir(parents=True)
+    for name in ("stdout.log", "sh/0/stdout.log", "sh/stdout.log"):
+        (bait / name).write_text("BAIT: outside the store\n")
+    (bait / "0").mkdir()
+    (bait / "0" / "stdout.log").write_text("BAIT: outside the store\n")
+    victim = cli.home / "apps" / handle.rsplit("/", 1)[1] / link
+    target = {
+        "logs": bait,
+        "logs/sh": bait,
+        "logs/sh/0": bait / "sh" / "0",
+        "logs/sh/0/stdout.log": bait / "stdout.log",
+    }[link]
+    if victim.is_dir():
+        shutil.rmtree(victim)
+    else:
+        victim.unlink()
+    victim.symlink_to(target)
+    for args in (["logs", handle], ["logs", "-f", handle], ["logs", "--json", handle]):
+        proc = cli(*args, timeout=30)
+        assert proc.returncode == 5, (args, proc.returncode, proc.stderr)
+        assert "BAIT" not in proc.stdout, args
+        errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and "symlink" in errors[0], proc.stderr

@@ -20,6 +20,9 @@ from trainlaunch.errors import UsageError
 Kind = Literal["str", "int", "float", "bool", "list"]
 ENGINES = ("auto", "agent", "torchrun")
 DEVICE_NPROCS = ("auto", "cpu", "gpu", "xpu")  # torchrun's named --nproc-per-node values
+RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")  # torchrun 2.13's registered handlers
+MAX_NPROC_PER_NODE = 1024  # workers one node can run; refused before any per-rank planning
+MAX_NNODES = 100_000  # specs.MAX_REPLICAS: no backend runs more nodes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,6 +259,8 @@ def parse_nnodes(nnodes: str) -> tuple[int, int]:
         raise UsageError(f"--nnodes must be N or MIN:MAX, got {nnodes!r}") from None
     if not 0 < lo <= hi:
         raise UsageError(f"--nnodes: need 0 < MIN <= MAX, got {nnodes!r}")
+    if hi > MAX_NNODES:
+        raise UsageError(f"--nnodes: at most {MAX_NNODES} nodes, got {hi}")
     return lo, hi
 
 
@@ -272,6 +277,10 @@ def check_nproc(nproc: str) -> None:
         ) from None
     if n < 1:
         raise UsageError(f"--nproc-per-node must be >= 1, got {n}")
+    if n > MAX_NPROC_PER_NODE:
+        raise UsageError(
+            f"--nproc-per-node: at most {MAX_NPROC_PER_NODE} workers per node, got {n}"
+        )
 
 
 def parse_std(value: str, what: str) -> int | dict[int, int]:
@@ -330,6 +339,11 @@ def validate(args: AgentArgs) -> None:
     parse_ranks_filter(args.local_ranks_filter)
     parse_signals(args.signals_to_handle)
     parse_rdzv_conf(args.rdzv_conf)
+    if args.rdzv_backend not in RDZV_BACKENDS:
+        raise UsageError(
+            f"--rdzv-backend: unknown backend {args.rdzv_backend!r}; "
+            f"use one of {', '.join(RDZV_BACKENDS)}"
+        )
     if args.shutdown_timeout is not None and args.shutdown_timeout < 0:
         raise UsageError(f"--shutdown-timeout must be >= 0, got {args.shutdown_timeout}")
     if args.master_port is not None and not 0 <= args.master_port < 65536:

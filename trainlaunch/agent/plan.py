@@ -218,20 +218,31 @@ def worker_env(
     return env
 
 
+def shown_local_ranks(nproc: int, limit: int | None) -> list[int]:
+    """The local ranks a dry run describes: all, or the first limit-1 and the last one."""
+    if limit is None or nproc <= limit:
+        return list(range(nproc))
+    return [*range(max(limit - 1, 0)), nproc - 1]
+
+
 def rank_envs(
-    agent_args: Sequence[str], replica_env: Mapping[str, str], python: str | None = None
+    agent_args: Sequence[str],
+    replica_env: Mapping[str, str],
+    python: str | None = None,
+    max_ranks: int | None = None,
 ) -> list[dict[str, Any]]:
     """Per rank of this node: rank, local_rank, argv and the variables the agent adds.
 
     For ``--dryrun``: values only known at start time are shown as ``<...>`` placeholders.
     Ranks of an elastic (torchrun) world are assigned at rendezvous: ``rank`` is None.
+    With max_ranks, only :func:`shown_local_ranks` are planned (a big node stays cheap).
     """
     from trainlaunch.agent.torchrun import torchrun_plan
 
     args = flags.parse(agent_args, replica_env)
     engine, _ = choose_engine(args)
     if engine == TORCHRUN:
-        return torchrun_plan(args, replica_env, python)
+        return torchrun_plan(args, replica_env, python, max_ranks)
     plan = plan_node(args, replica_env, python)
     inherited = node_environ(args, plan.nproc, replica_env)  # shown too: every rank gets them
     node_env = {**replica_env, **inherited}
@@ -239,7 +250,7 @@ def rank_envs(
     run_id = plan.run_id or "<uuid4>"
     port = plan.master_port if plan.master_port is not None else "<free port>"
     out = []
-    for lr in range(plan.nproc):
+    for lr in shown_local_ranks(plan.nproc, max_ranks):
         err = f"{base}/{run_id}_<rand>/attempt_0/{lr}/error.json"
         env = {**inherited, **worker_env(plan, lr, 0, port, run_id, err, node_env)}
         out.append(

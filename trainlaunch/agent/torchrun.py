@@ -63,11 +63,14 @@ def torchrun_argv(
 
 
 def torchrun_plan(
-    args: flags.AgentArgs, environ: Mapping[str, str], python: str | None
+    args: flags.AgentArgs,
+    environ: Mapping[str, str],
+    python: str | None,
+    max_ranks: int | None = None,
 ) -> list[dict[str, Any]]:
     """What the dryrun can say about ranks torchrun will start (ranks known only if static)."""
     from trainlaunch.agent.devices import local_nproc
-    from trainlaunch.agent.plan import worker_command
+    from trainlaunch.agent.plan import shown_local_ranks, worker_command
 
     values = torchrun_values(args, environ, None)
     lo, hi = flags.parse_nnodes(args.nnodes)
@@ -84,7 +87,7 @@ def torchrun_plan(
         return [{"rank": None, "local_rank": None, "env": {}, **common}]
     node = int(values["node_rank"]) if static else None
     out = []
-    for lr in range(nproc):
+    for lr in shown_local_ranks(nproc, max_ranks):
         rank = node * nproc + lr if node is not None else None
         env = {
             "LOCAL_RANK": str(lr),

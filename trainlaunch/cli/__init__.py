@@ -47,7 +47,8 @@ class LazyGroup(click.Group):
 EPILOG = """\b
 Exit codes: 0 ok, 1 app failed (wait), 2 usage error, 3 scheduler error,
 4 app not found, 5 app store error, 6 app cancelled (wait), 7 wait timed out,
-70 internal error, 130 interrupted. See docs/cli.md.
+8 app ended, result unknown (wait), 70 internal error, 130 interrupted.
+A closed stdout (`| head`) is 0. See docs/cli.md.
 """
 
 

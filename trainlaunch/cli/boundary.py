@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import traceback
+from collections.abc import Iterator
 from typing import NoReturn
 
 import click
@@ -32,7 +34,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     args = list(sys.argv[1:] if argv is None else argv)
     code: int = ExitCode.OK
     try:
-        cli.main(args=args, prog_name="trainlaunch", standalone_mode=False)
+        # not cli.main(): it turns a closed stdout (EPIPE) into exit 1 before we see it
+        with cli.make_context("trainlaunch", args) as ctx:
+            cli.invoke(ctx)
     except TrainlaunchError as e:
         if _debug(args):
             traceback.print_exc()
@@ -56,11 +60,11 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except click.ClickException as e:
         _say("error", e.format_message())
         code = ExitCode.USAGE
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, EOFError):
         sys.stderr.write("\ninterrupted\n")
         code = ExitCode.INTERRUPTED
     except BrokenPipeError:
-        # the reader went away (e.g. `trainlaunch logs ... | head`): not an error
+        # the reader went away (`trainlaunch logs ... | head`): exit 0, as documented
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         code = ExitCode.OK
@@ -76,6 +80,30 @@ def main(argv: list[str] | None = None) -> NoReturn:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     sys.exit(code)
+
+
+@contextlib.contextmanager
+def interrupts_held(deliver: bool = True) -> Iterator[None]:
+    """SIGINT/SIGTERM/SIGHUP inside the block wait until it ends, then raise KeyboardInterrupt.
+
+    For a step that must not be cut in half (submitting an app: afterwards the caller knows
+    its handle and can stop it). With deliver=False a held signal is dropped (already
+    stopping). Afterwards SIGTERM and SIGHUP raise too (see raise_on_sigterm).
+    """
+    held: list[int] = []
+    sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN (e.g. `nohup ... &`) stays ignored
+    signals = (signal.SIGTERM, signal.SIGHUP) + (
+        () if sigint == signal.SIG_IGN else (signal.SIGINT,)
+    )
+    for sig in signals:
+        signal.signal(sig, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        raise_on_sigterm()
+        signal.signal(signal.SIGINT, signal.default_int_handler if sigint is None else sigint)
+    if held and deliver:
+        raise KeyboardInterrupt(signal.Signals(held[0]).name)
 
 
 def raise_on_sigterm() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from trainlaunch.cli import output
-from trainlaunch.errors import UsageError
+from trainlaunch.errors import AppNotFound, UsageError
 
 _COLORS = ["36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91"]
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -48,7 +48,12 @@ def targets(runner: Any, target: str) -> tuple[str, list[tuple[str, int]]]:
     handle = str(t.handle)
     if t.role is None:
         app = runner.describe(handle)
-        roles = [r.name for r in app.roles] if app is not None else []
+        if app is None:  # e.g. a Slurm job trainlaunch did not start: nothing says where
+            raise AppNotFound(
+                f"no logs for {handle}: trainlaunch has no record of how it was started",
+                hint="`trainlaunch status` shows what the scheduler knows about it",
+            )
+        roles = [r.name for r in app.roles]
     else:
         roles = [t.role]
     pairs = []

@@ -46,6 +46,7 @@ def _doc(handle: str, where: str, data: Any, metric: str | None) -> dict[str, An
         "files": data.files,
         "skipped_lines": data.skipped_lines,
         "truncated_lines": data.truncated_lines,
+        "skipped_files": data.skipped_files,
         "metrics": mr.metric_names(data),
         "latest": {str(rank): _finite(values) for rank, values in mr.latest_values(data).items()},
     }
@@ -78,14 +79,40 @@ def _text(data: Any, metric: str | None) -> str:
         lines += ["", mr.render_chart(series, title=metric)]
     if data.truncated_lines or data.skipped_lines:
         lines.append(
-            f"(ignored {data.skipped_lines} unparseable and {data.truncated_lines} truncated lines)"
+            f"(ignored {data.skipped_lines} unparseable or malformed and "
+            f"{data.truncated_lines} truncated lines)"
         )
+    for path in data.skipped_files:
+        lines.append(f"(ignored {path}: not a regular file)")
     return "\n".join(lines)
+
+
+IMAGE_FORMATS = ("eps", "jpeg", "jpg", "pdf", "png", "ps", "svg", "svgz", "tif", "tiff", "webp")
+
+
+def check_image_path(path: str) -> None:
+    """Refuse an --image FILE that cannot be written before any metrics are read."""
+    import os
+
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if ext not in IMAGE_FORMATS:
+        raise UsageError(
+            f"--image {path!r}: unknown image format {ext or '(none)'!r}",
+            hint=f"end the name with one of: {', '.join('.' + e for e in IMAGE_FORMATS)}",
+        )
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"--image {path!r}: no directory {parent}")
 
 
 def _image(data: Any, metric: str, path: str) -> None:
     from trainlaunch import metrics_reader as mr
 
+    series = mr.metric_series(data, metric)
+    if not series:  # an empty chart is a mistake (and matplotlib warns about the legend)
+        raise UsageError(
+            f"no metric {metric!r}; logged metrics: {', '.join(mr.metric_names(data)) or '(none)'}"
+        )
     try:
         import matplotlib
 
@@ -96,14 +123,20 @@ def _image(data: Any, metric: str, path: str) -> None:
             "--image needs matplotlib", hint="pip install 'trainlaunch[plot]'"
         ) from None
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for rank, pts in mr.metric_series(data, metric).items():
+    for rank, pts in series.items():
         ax.plot([s for s, _ in pts], [v for _, v in pts], label=f"rank {rank}")
     ax.set_xlabel("step")
     ax.set_ylabel(metric)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as e:
+        raise UsageError(
+            f"cannot write --image {path!r}: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    finally:
+        plt.close(fig)
 
 
 @click.command("metrics")
@@ -142,6 +175,8 @@ def command(
 
     if image and not metric:
         raise UsageError("--image needs --metric NAME")
+    if image:
+        check_image_path(image)
     handle = str(parse_app_handle(handle))
     with get_runner() as runner:
         resp = runner.describe_app(handle)

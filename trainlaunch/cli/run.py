@@ -144,6 +144,9 @@ def command(
         if dryrun:
             _print_dryrun(info, as_json, show_secrets)
             return
+        if wait_ or log:
+            _run_and_wait(runner, info, log, as_json, app_exit_code)
+            return
         handle = runner.schedule(info)
         if as_json and not (wait_ or log):
             output.emit_json(
@@ -152,8 +155,6 @@ def command(
         elif not as_json:
             output.emit(handle)
             sys_stdout_flush()
-        if wait_ or log:
-            _wait(runner, handle, log, as_json, app_exit_code)
 
 
 def sys_stdout_flush() -> None:
@@ -183,12 +184,18 @@ def _print_dryrun(info: Any, as_json: bool, show_secrets: bool) -> None:
     output.emit(mask_text(str(info), hidden))
 
 
-def _wait(runner: Any, handle: str, log: bool, as_json: bool, app_exit_code: bool) -> None:
-    from trainlaunch.cli.boundary import raise_on_sigterm
+def _run_and_wait(runner: Any, info: Any, log: bool, as_json: bool, app_exit_code: bool) -> None:
+    """Submit, print the handle, wait; an interrupt at any point after submission stops the app."""
+    from trainlaunch.cli.boundary import interrupts_held
     from trainlaunch.cli.waiting import finish, wait_for
 
-    raise_on_sigterm()
+    handle = None
     try:
+        with interrupts_held():  # from here on SIGTERM/SIGHUP/SIGINT are KeyboardInterrupt
+            handle = runner.schedule(info)  # a signal meanwhile is raised once handle is set
+        if not as_json:
+            output.emit(handle)
+            sys_stdout_flush()
         if log:
             from trainlaunch.cli.logs import stream_all
 
@@ -197,8 +204,11 @@ def _wait(runner: Any, handle: str, log: bool, as_json: bool, app_exit_code: boo
         else:
             resp = wait_for(runner, handle, None, live=output.stderr_is_tty() and not as_json)
     except KeyboardInterrupt:
-        output.narrate(f"interrupted: stopping {handle} ...")
-        runner.cancel(handle)
-        output.narrate(f"{handle} stopped")
+        if handle is None:
+            raise  # interrupted before the app existed: nothing to stop
+        with interrupts_held(deliver=False):  # a second Ctrl-C must not cut the stop short
+            output.narrate(f"interrupted: stopping {handle} ...")
+            runner.cancel(handle)
+            output.narrate(f"{handle} stopped")
         raise
     finish(handle, resp, as_json, app_exit_code)

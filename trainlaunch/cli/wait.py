@@ -7,12 +7,19 @@ import click
 from trainlaunch.cli import output
 
 
+def _seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and value != value:  # NaN passes FloatRange: no comparison fails
+        raise click.BadParameter("expected a number of seconds, got nan")
+    return value
+
+
 @click.command("wait")
 @click.argument("handle")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),
     default=None,
+    callback=_seconds,
     help="Give up after this many seconds (exit 7).",
 )
 @click.option(
@@ -25,8 +32,8 @@ def command(handle: str, timeout: float | None, app_exit_code: bool, as_json: bo
     """Wait for an app to end.
 
     Exit 0 if it SUCCEEDED, 1 if it FAILED (or the failing replica's code with
-    --app-exit-code), 6 if it was CANCELLED, 7 on --timeout. Ctrl-C stops waiting,
-    not the app.
+    --app-exit-code), 6 if it was CANCELLED, 7 on --timeout, 8 if it ended but how is
+    unknown (UNKNOWN: see its message). Ctrl-C stops waiting, not the app.
     """
     from trainlaunch.cli.boundary import raise_on_sigterm
     from trainlaunch.cli.waiting import finish, wait_for

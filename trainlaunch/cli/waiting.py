@@ -47,6 +47,12 @@ def finish(handle: str, resp: DescribeAppResponse, as_json: bool, app_exit_code:
         raise AppFailed(
             f"{handle} CANCELLED{(': ' + st.msg) if st.msg else ''}", exit_code=ExitCode.CANCELLED
         )
+    if st.state == AppState.UNKNOWN:  # ended, but its result was lost: not a failure
+        raise AppFailed(
+            f"{handle} ended with an UNKNOWN result{(': ' + st.msg) if st.msg else ''}",
+            exit_code=ExitCode.UNKNOWN_RESULT,
+            hint=f"trainlaunch logs {handle}",
+        )
     code = int(ExitCode.APP_FAILED)
     if app_exit_code and st.exit_code:
         code = st.exit_code

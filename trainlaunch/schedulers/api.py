@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch.errors import SchedulerError, UsageError
-from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, runopts
+from trainlaunch.specs import (
+    MAX_REPLICAS,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    AppStatus,
+    CfgVal,
+    runopts,
+)
 from trainlaunch.stacks import RankStack
 
 
@@ -63,6 +71,7 @@ class Scheduler(abc.ABC):
     """A scheduler backend."""
 
     backend: str = ""
+    max_replicas: int = MAX_REPLICAS  # the most replicas (nodes, processes) one app may have
 
     def __init__(self, session_name: str) -> None:
         self.session_name = session_name

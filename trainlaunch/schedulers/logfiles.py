@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from trainlaunch.errors import StoreError
+
 STREAM_FILES = {"stdout": "stdout.log", "stderr": "stderr.log"}  # one replica's output files
 FOLLOW_POLL_S = 0.05  # how often a follower looks for new bytes (latency target: 0.2 s)
 FINISHED_CHECK_S = 0.25  # how often it asks whether the app has ended
@@ -18,6 +20,35 @@ def stream_files(directory: Path, streams: str | None) -> list[Path]:
     which = streams or "combined"
     names = list(STREAM_FILES.values()) if which == "combined" else [STREAM_FILES[which]]
     return [directory / n for n in names]
+
+
+def replica_files(root: Path, parts: Sequence[str], streams: str | None) -> list[Path]:
+    """stream_files of root/parts..., checked: root exists and nothing below it is a symlink.
+
+    root is the app's (or job's) directory. A missing root means its records were deleted;
+    a symlink below it could lead anywhere: both are StoreErrors, never an empty log.
+    """
+    if not root.is_dir():
+        raise StoreError(
+            f"the app's directory {root} is gone (deleted?): its logs cannot be read",
+            hint="`trainlaunch status` still shows what the scheduler knows",
+        )
+    path = root
+    for part in parts:
+        path = path / part
+        _no_symlink(path)
+    files = stream_files(path, streams)
+    for f in files:
+        _no_symlink(f)
+    return files
+
+
+def _no_symlink(path: Path) -> None:
+    if path.is_symlink():
+        raise StoreError(
+            f"refusing to read logs through the symlink {path}: it may lead out of the store",
+            hint="remove the link; logs are only read from the app's own files",
+        )
 
 
 def _matcher(regex: str | None) -> Callable[[str], bool]:

@@ -11,6 +11,8 @@
 #SBATCH --cpus-per-task=1
 #SBATCH --mem=1024M
 
+umask 077  # the job dir and trainlaunch's files in it are private (like the local store)
+
 # Shared by every replica: rank 0 is the first node of the first role.
 export TRAINLAUNCH_RANK0_HOST="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
 export TRAINLAUNCH_RDZV_PORT=$((20000 + SLURM_JOB_ID % 10000))
@@ -47,8 +49,10 @@ trainlaunch_status() {
 }
 trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"
 trainlaunch_status ''
+umask "${TRAINLAUNCH_USER_UMASK:-077}"  # files of the app itself: the user umask
 echo 'hello world'
 trainlaunch_rc=$?
+umask 077
 trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"
 exit "$trainlaunch_rc"
 EOF_ROLE_0

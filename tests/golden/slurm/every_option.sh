@@ -23,6 +23,8 @@
 #SBATCH --reservation=maint
 #SBATCH --nice=10
 
+umask 077  # the job dir and trainlaunch's files in it are private (like the local store)
+
 # Shared by every replica: rank 0 is the first node of the first role.
 export TRAINLAUNCH_RANK0_HOST="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
 export TRAINLAUNCH_RDZV_PORT=29400
@@ -54,8 +56,10 @@ trainlaunch_status() {
 }
 trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"
 trainlaunch_status ''
+umask "${TRAINLAUNCH_USER_UMASK:-077}"  # files of the app itself: the user umask
 python3 -m trainlaunch.agent --nnodes 4 --nproc-per-node 8 train.py --lr 0.1
 trainlaunch_rc=$?
+umask 077
 trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"
 exit "$trainlaunch_rc"
 EOF_ROLE_0

@@ -23,6 +23,8 @@
 #SBATCH --partition=batch
 #SBATCH --time=1:00:00
 
+umask 077  # the job dir and trainlaunch's files in it are private (like the local store)
+
 # Shared by every replica: rank 0 is the first node of the first role.
 export TRAINLAUNCH_RANK0_HOST="$(scontrol show hostnames "$SLURM_JOB_NODELIST_HET_GROUP_0" | head -n 1)"
 export TRAINLAUNCH_RDZV_PORT=$((20000 + SLURM_JOB_ID % 10000))
@@ -59,8 +61,10 @@ trainlaunch_status() {
 }
 trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"
 trainlaunch_status ''
+umask "${TRAINLAUNCH_USER_UMASK:-077}"  # files of the app itself: the user umask
 python3 train.py
 trainlaunch_rc=$?
+umask 077
 trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"
 exit "$trainlaunch_rc"
 EOF_ROLE_0
@@ -91,8 +95,10 @@ trainlaunch_status() {
 }
 trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"
 trainlaunch_status ''
+umask "${TRAINLAUNCH_USER_UMASK:-077}"  # files of the app itself: the user umask
 python3 read.py --host TRAINLAUNCH_RANK0_HOST
 trainlaunch_rc=$?
+umask 077
 trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"
 exit "$trainlaunch_rc"
 EOF_ROLE_1

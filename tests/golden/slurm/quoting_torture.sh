@@ -9,6 +9,8 @@
 #SBATCH --ntasks-per-node=1
 #SBATCH --cpus-per-task=1
 
+umask 077  # the job dir and trainlaunch's files in it are private (like the local store)
+
 # Shared by every replica: rank 0 is the first node of the first role.
 export TRAINLAUNCH_RANK0_HOST="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
 export TRAINLAUNCH_RDZV_PORT=$((20000 + SLURM_JOB_ID % 10000))
@@ -43,9 +45,11 @@ trainlaunch_status() {
 }
 trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"
 trainlaunch_status ''
+umask "${TRAINLAUNCH_USER_UMASK:-077}"  # files of the app itself: the user umask
 python3 -c 'import sys; print(sys.argv)' 'two words' 'it'"'"'s' 'say "hi"' '$(touch /tmp/pwned)' '`id`' 'line1
 line2' 'naïve ☃ 日本' '$HOME ${HOME}' 'back\slash' '' '*' --id="$SLURM_JOB_ID"/"$SLURM_PROCID" EOF_ROLE_0 a=b 'tab	here' '~' '!!' '#not a comment'
 trainlaunch_rc=$?
+umask 077
 trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"
 exit "$trainlaunch_rc"
 EOF_ROLE_0

@@ -23,17 +23,21 @@ from typing import Any
 from trainlaunch import settings, snapshot, store
 from trainlaunch.errors import AppNotFound, SchedulerError, StoreError, UsageError
 from trainlaunch.handles import check_app_id, make_app_handle
+from trainlaunch.runopts import at_least, existing_dir
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from trainlaunch.schedulers.local import hangs as local_hangs
 from trainlaunch.schedulers.local import index as app_index
 from trainlaunch.schedulers.local import state as local_state
 from trainlaunch.schedulers.local import watchdog as local_watchdog
-from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files, time_span
+from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files, time_span
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, CfgVal, macros, runopts
 from trainlaunch.stacks import RankStack
 
 BACKEND = "local"
 DEFAULT_MAX_REQUEUES = 3
+MAX_LOCAL_REPLICAS = 1024  # replicas are processes of this one machine
+DRYRUN_RANKS_SHOWN = 4  # a node's rank plan in --dryrun: the first ranks and the last one
+DRYRUN_PLANS_SHOWN = 3  # rank plans in --dryrun: of the first nodes and the last one
 
 
 def create_scheduler(session_name: str, **params: Any) -> LocalScheduler:
@@ -66,6 +70,7 @@ class LocalScheduler(Scheduler):
     """Runs every replica as a local process group owned by a detached supervisor."""
 
     backend = BACKEND
+    max_replicas = MAX_LOCAL_REPLICAS
 
     def __init__(self, session_name: str, **params: Any) -> None:
         super().__init__(session_name)
@@ -74,8 +79,19 @@ class LocalScheduler(Scheduler):
     def run_opts(self) -> runopts:
         """Options of the local backend."""
         opts = runopts()
-        opts.add("cwd", str, "working directory of every replica (default: the current one)")
-        opts.add("grace_period", float, "seconds between SIGTERM and SIGKILL on stop", default=10.0)
+        opts.add(
+            "cwd",
+            str,
+            "working directory of every replica (default: the current one)",
+            check=existing_dir,
+        )
+        opts.add(
+            "grace_period",
+            float,
+            "seconds between SIGTERM and SIGKILL on stop",
+            default=10.0,
+            check=at_least(0),
+        )
         opts.add(
             "snapshot",
             str,
@@ -100,6 +116,7 @@ class LocalScheduler(Scheduler):
             "gpu_count",
             int,
             "number of visible GPUs (default: $TRAINLAUNCH_GPU_COUNT or nvidia-smi -L)",
+            check=at_least(0),
         )
         opts.add(
             "hang_timeout",
@@ -128,6 +145,12 @@ class LocalScheduler(Scheduler):
         cwd = os.path.abspath(str(cfg.get("cwd") or os.getcwd()))
         snap = snapshot.from_option(cfg.get("snapshot"), cwd, [store.store_root(self.environ)])
         snap_dir = str(store.store_root(self.environ) / "apps" / app_id / snapshot.SNAPSHOT_DIR)
+        strategy = (app.metadata.get("trainlaunch") or {}).get("export_strategy")
+        if strategy:  # the ranks import it here, on this machine: refuse a missing one now
+            env_paths = [self.environ.get("PYTHONPATH", "")]
+            env_paths += [r.env.get("PYTHONPATH", "") for r in app.roles]
+            paths = [p for text in env_paths for p in text.split(os.pathsep)]
+            settings.check_strategy_module(str(strategy), [cwd, *paths])
         gpu_slices = self._gpu_slices(app, cfg)
         port = str(free_port())
         replicas = []
@@ -224,30 +247,19 @@ class LocalScheduler(Scheduler):
         request = dict(dryrun_info.request)
         app_id = request["app_id"]
         path = store.create_app_dir(app_id, self.environ)
-        request["created"] = time.time()
-        if request.get("snapshot"):
-            snap = dict(request["snapshot"])
-            files = tuple(snap.pop("file_list", ()))
-            snapshot.take(snapshot.SnapshotPlan.from_dict(snap, files), Path(snap["path"]))
-            request["snapshot"] = snap
-        store.write_json(path / "app.json", request)
-        log = os.fdopen(
-            os.open(path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab"
-        )
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "trainlaunch.schedulers.local.supervisor", str(path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-                close_fds=True,
-                cwd=request["cwd"] if os.path.isdir(request["cwd"]) else None,
-            )
-        except OSError as e:
-            raise SchedulerError(f"cannot start the supervisor: {e}") from None
-        finally:
-            log.close()
+        try:  # until the supervisor runs, a failure leaves nothing behind
+            request["created"] = time.time()
+            if request.get("snapshot"):
+                snap = dict(request["snapshot"])
+                files = tuple(snap.pop("file_list", ()))
+                snapshot.take(snapshot.SnapshotPlan.from_dict(snap, files), Path(snap["path"]))
+                request["snapshot"] = snap
+            store.write_json(path / "app.json", request)
+            store.reserve(path, store.reserve_bytes(len(request["replicas"])))
+            proc = _start_supervisor(path, request["cwd"])
+        except BaseException:
+            store.remove_app_dir(path)
+            raise
         store.write_json(
             path / "supervisor.json",
             {"pid": proc.pid, "ticks": store.start_ticks(proc.pid), "boot_id": store.boot_id()},
@@ -377,8 +389,8 @@ class LocalScheduler(Scheduler):
         path = self._dir(app_id)
         if k not in self.log_replicas(app_id, role_name):
             raise AppNotFound(f"app {app_id} role {role_name!r} has no replica {k}")
-        return stream_files(
-            path / "logs" / role_name / str(k), Stream(streams or Stream.COMBINED).value
+        return replica_files(
+            path, ["logs", role_name, str(k)], Stream(streams or Stream.COMBINED).value
         )
 
     def log_iter(
@@ -406,6 +418,27 @@ class LocalScheduler(Scheduler):
             return self.describe(app_id).status.is_terminal
 
         yield from follow_lines(files, regex, finished, [s for s, _ in spans])
+
+
+def _start_supervisor(path: Path, cwd: str) -> subprocess.Popen[bytes]:
+    """Start the detached supervisor of the app in path (its output goes to supervisor.log)."""
+    try:
+        fd = os.open(path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as e:
+        raise StoreError(f"cannot write {path / 'supervisor.log'}: {e.strerror or e}") from None
+    with os.fdopen(fd, "ab") as log:
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "trainlaunch.schedulers.local.supervisor", str(path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+                cwd=cwd if os.path.isdir(cwd) else None,
+            )
+        except OSError as e:
+            raise SchedulerError(f"cannot start the supervisor: {e}") from None
 
 
 def read_request(path: Path) -> dict[str, Any]:
@@ -441,27 +474,44 @@ def format_request(request: Mapping[str, Any]) -> str:
     lines = [f"# local app {request['app_id']} ({request['handle']})", f"# cwd: {request['cwd']}"]
     if request.get("snapshot"):
         lines.append(f"# snapshot: {snapshot.summary(request['snapshot'])}")
-    for r in request["replicas"]:
+    replicas = request["replicas"]
+    planned = {*range(DRYRUN_PLANS_SHOWN - 1), len(replicas) - 1}  # a big app stays cheap
+    for n, r in enumerate(replicas):
         lines.append(f"\n[{r['role']}/{r['replica_id']}]")
         env = r["env"]
         for k in sorted(env):
             lines.append(f"  {k}={shlex.quote(env[k])}")
         lines.append("  $ " + " ".join(shlex.quote(a) for a in r["cmd"]))
-        lines.extend(_rank_plan(r))
+        plan = _rank_plan(r) if n in planned else []
+        if not plan and n == DRYRUN_PLANS_SHOWN - 1 and _is_agent(r["cmd"]):
+            plan = [
+                f"  (rank plans of replicas {n}-{len(replicas) - 2} left out: the same pattern)"
+            ]
+        lines.extend(plan)
     return "\n".join(lines)
+
+
+def _is_agent(cmd: list[str]) -> bool:
+    return "-m" in cmd[1:3] and "trainlaunch.agent" in cmd[1:3]
 
 
 def _rank_plan(replica: Mapping[str, Any]) -> list[str]:
     """For node agents (dist.ddp), what every rank of this node will receive."""
     cmd = replica["cmd"]
-    if "-m" not in cmd[1:3] or "trainlaunch.agent" not in cmd[1:3]:
+    if not _is_agent(cmd):
         return []
     try:
         from trainlaunch.agent.plan import rank_envs
     except ImportError:
         return []
     out = []
-    for rank in rank_envs(list(cmd[cmd.index("trainlaunch.agent") + 1 :]), replica["env"]):
+    agent_args = list(cmd[cmd.index("trainlaunch.agent") + 1 :])
+    ranks = rank_envs(agent_args, replica["env"], max_ranks=DRYRUN_RANKS_SHOWN)
+    for n, rank in enumerate(ranks):
+        lr = rank.get("local_rank")
+        if n and isinstance(lr, int) and lr - ranks[n - 1]["local_rank"] > 1:
+            skipped = lr - ranks[n - 1]["local_rank"] - 1
+            out.append(f"  ... {skipped} more ranks like these (local {lr - skipped}-{lr - 1})")
         env = rank.get("env", {})
         out.append(
             f"  rank {rank.get('rank')} (local {rank.get('local_rank')}): "

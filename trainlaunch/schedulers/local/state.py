@@ -186,13 +186,88 @@ def _derive_status(path: Path, request: Mapping[str, Any]) -> AppStatus:
             "running; `trainlaunch stop` cleans them up",
             AppState.UNKNOWN,
         )
-    return _orphaned(
-        request, state, f"{who} died before the app finished (killed?)", AppState.FAILED
-    )
+    return _ended_without_supervisor(path, request, state, who)
+
+
+def _ended_without_supervisor(
+    path: Path, request: Mapping[str, Any], state: Mapping[str, Any] | None, who: str
+) -> AppStatus:
+    """Nothing of the app runs and its supervisor died before recording the end.
+
+    The result is taken from what is on disk (replica records, node agents' agent.json);
+    where a replica's end is not recorded anywhere the app is UNKNOWN, ended, with the reason.
+    """
+    full = _store_full(path)
+    outcomes = replica_outcomes(path, request, state)
+    if outcomes is None:
+        why = "its replicas' exit codes were not recorded"
+        msg = f"{who} died before the app finished ({full or 'killed?'}); {why}"
+        return _orphaned(request, state, msg, AppState.UNKNOWN, ended=True)
+    by_key = {(r["role"], r["replica_id"]): r for r in (state or {}).get("replicas", [])}
+    replicas = [
+        {**by_key.get(key, {"role": key[0], "replica_id": key[1]}), **outcome}
+        for key, outcome in outcomes.items()
+    ]
+    failed = [r for r in replicas if r["state"] == "FAILED"]
+    cancelled = any(r["state"] == "CANCELLED" for r in replicas)
+    result = "FAILED" if failed else ("CANCELLED" if cancelled else "SUCCEEDED")
+    record = {
+        **(state or {}),
+        "state": result,
+        "exit_code": failed[0].get("exit_code") if failed else None,
+        "replicas": replicas,
+        "msg": f"{who} died after every replica had ended ({full or 'killed?'}); "
+        f"{result} per the replicas' own records",
+    }
+    return status_from_record(request, record)
+
+
+def replica_outcomes(
+    path: Path, request: Mapping[str, Any], state: Mapping[str, Any] | None
+) -> dict[tuple[str, int], dict[str, Any]] | None:
+    """How every replica ended, from its record or its node agent's agent.json (None: unknown)."""
+    by_key = {(r["role"], r["replica_id"]): r for r in (state or {}).get("replicas", [])}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for plan in request.get("replicas", []):
+        key = (plan["role"], plan["replica_id"])
+        rec = by_key.get(key, {})
+        if _state(rec).is_terminal:
+            out[key] = {"state": rec["state"], "exit_code": _int(rec.get("exit_code"))}
+            continue
+        agent = None
+        if "trainlaunch.agent" in plan.get("cmd", [])[1:3]:
+            agent = store.read_json_or_none(path / plan["log_dir"] / "agent.json")
+        started = rec.get("started")
+        if (
+            not isinstance(agent, dict)
+            or agent.get("state") not in ("SUCCEEDED", "FAILED")
+            or not isinstance(agent.get("started"), (int, float))
+            or (isinstance(started, (int, float)) and agent["started"] < started - 1.0)
+        ):
+            return None  # nothing (current) on disk says how this replica ended
+        out[key] = {
+            "state": agent["state"],
+            "exit_code": _int(agent.get("exit_code")),
+            "message": f"from {plan['log_dir']}/agent.json",
+        }
+    return out
+
+
+def _store_full(path: Path) -> str:
+    """Why the supervisor may have died, when the store has no space left ('' otherwise)."""
+    try:
+        vfs = os.statvfs(path)
+    except OSError:
+        return ""
+    return "the app store is full: no space left on device" if vfs.f_bavail == 0 else ""
 
 
 def _orphaned(
-    request: Mapping[str, Any], state: Mapping[str, Any] | None, msg: str, app_state: AppState
+    request: Mapping[str, Any],
+    state: Mapping[str, Any] | None,
+    msg: str,
+    app_state: AppState,
+    ended: bool = False,
 ) -> AppStatus:
     base = status_from_record(request, state)
     roles = tuple(
@@ -227,6 +302,7 @@ def _orphaned(
         exit_code=base.exit_code,
         num_requeues=base.num_requeues,
         attempts=base.attempts,
+        ended=ended,
     )
 
 
@@ -278,7 +354,8 @@ def cancel(path: Path, request: Mapping[str, Any]) -> None:
                 for r in state.get("replicas", [])
             ],
         }
-        store.write_json(path / "state.json", state)
+        store.write_final_json(path / "state.json", state)
+        store.release_reserve(path)
     finally:
         os.close(fd)
 

@@ -13,6 +13,7 @@ in ``state.json`` (reason, start, end). Signals are handled synchronously throug
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import select
@@ -29,6 +30,7 @@ from trainlaunch.errors import StoreError
 from trainlaunch.schedulers.local.watchdog import Watchdog
 
 STDERR_TAIL_LINES = 20
+STORE_FULL = "the app store filled up (no space left on device)"
 TIMELINE_INTERVAL_S = 1.0  # granularity of `logs --since/--until` on the local backend
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 REQUEUE_SIGNAL = signal.SIGUSR1  # `trainlaunch stop --requeue`: simulate a preemption
@@ -128,6 +130,7 @@ class Supervisor:
         self.ended: float | None = None
         self.stop_requested = False
         self.watchdog = Watchdog(self)  # hang detection (hang_timeout/on_hang options)
+        self.store_problem = ""  # e.g. the disk filled up: said in the final record's msg
         self._wake_r, wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(wake_w, False)
@@ -139,48 +142,82 @@ class Supervisor:
 
     # -- records -----------------------------------------------------------------------------
 
-    def save(self) -> None:
-        """Write state.json atomically."""
-        store.write_json(
-            self.app_dir / "state.json",
-            {
-                "version": store.RECORD_VERSION,
-                "state": self.state,
-                "msg": self.msg,
-                # copied from the request: the final record names its app on its own
-                "name": self.request["app"]["name"],
-                "created": self.request.get("created"),
-                "num_restarts": self.num_restarts,
-                "num_requeues": self.num_requeues,
-                "attempts": self.attempts,
-                "exit_code": self.exit_code,
-                "structured_error_msg": self.structured_error_msg,
-                "started": self.started,
-                "ended": self.ended,
-                "supervisor": {
-                    "pid": os.getpid(),
-                    "ticks": store.start_ticks(os.getpid()),
-                    "boot_id": store.boot_id(),
-                },
-                "replicas": [r.record() for r in self.replicas],
+    def save(self, final: bool = False) -> None:
+        """Write state.json atomically.
+
+        On a full disk (ENOSPC) a transition that cannot be recorded does not stop the app:
+        the next save tries again, and the final one spends the space the CLI reserved.
+        """
+        path = self.app_dir / "state.json"
+        if final and _disk_full(self.app_dir):
+            self.store_problem = STORE_FULL
+        try:
+            store.write_json(path, self._record())
+        except StoreError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+            self.store_problem = STORE_FULL
+            _note(f"{e.message}; the app goes on")
+            if not final:
+                return
+            if not store.release_reserve(self.app_dir):
+                raise
+            store.write_json(path, self._record())  # into the space held back for it
+        if final:
+            store.release_reserve(self.app_dir)
+
+    def _record(self) -> dict[str, Any]:
+        msg = self.msg
+        if self.store_problem and self.ended is not None:
+            note = f"{self.store_problem}: logs may be cut short"
+            msg = f"{msg}; {note}" if msg else note
+        return {
+            "version": store.RECORD_VERSION,
+            "state": self.state,
+            "msg": msg,
+            # copied from the request: the final record names its app on its own
+            "name": self.request["app"]["name"],
+            "created": self.request.get("created"),
+            "num_restarts": self.num_restarts,
+            "num_requeues": self.num_requeues,
+            "attempts": self.attempts,
+            "exit_code": self.exit_code,
+            "structured_error_msg": self.structured_error_msg,
+            "started": self.started,
+            "ended": self.ended,
+            "supervisor": {
+                "pid": os.getpid(),
+                "ticks": store.start_ticks(os.getpid()),
+                "boot_id": store.boot_id(),
             },
-        )
+            "replicas": [r.record() for r in self.replicas],
+        }
 
     # -- processes ---------------------------------------------------------------------------
 
     def start(self, rep: Replica) -> None:
         """Start one replica in its own process group, output appended to its files."""
-        rep.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update(rep.plan["env"])
         env.setdefault("TORCHELASTIC_ERROR_FILE", str(rep.log_dir / "error.json"))
         env.setdefault(settings.REPLICA_LOG_DIR, str(rep.log_dir))
         env[settings.RESTART_COUNT] = str(rep.restarts)
-        _remove(rep.log_dir / "error.json")  # a stale reply file must not explain a new failure
-        out = open(rep.log_dir / "stdout.log", "ab")  # noqa: SIM115 (closed below)
-        err = open(rep.log_dir / "stderr.log", "ab")  # noqa: SIM115
-        os.chmod(out.name, 0o600)
-        os.chmod(err.name, 0o600)
+        out = None
+        try:
+            rep.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _remove(rep.log_dir / "error.json")  # a stale reply file must not explain a new failure
+            out = open(rep.log_dir / "stdout.log", "ab")  # noqa: SIM115 (closed below)
+            err = open(rep.log_dir / "stderr.log", "ab")  # noqa: SIM115
+            os.chmod(out.name, 0o600)
+            os.chmod(err.name, 0o600)
+        except OSError as e:  # e.g. a full disk: this replica fails, the supervisor goes on
+            if out is not None:
+                out.close()
+            rep.state, rep.ended, rep.started = "FAILED", time.time(), time.time()
+            rep.exit_code = 1
+            rep.message = f"cannot create the log files of {rep.key}: {e.strerror or e}"
+            self.exec_failed.append(rep)
+            return
         rep.stderr_offset = err.tell()
         rep.sample_timeline()
         rep.exit_code, rep.signal, rep.message, rep.ended = None, None, "", None
@@ -422,7 +459,7 @@ class Supervisor:
                     break
         self.end_attempt(self.state.lower(), self.exit_code)
         self.ended = time.time()
-        self.save()
+        self.save(final=True)
         return 0
 
     def sample_timelines(self) -> None:
@@ -436,6 +473,19 @@ class Supervisor:
         if not peek:
             self.exec_failed = []
         return out
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        return os.statvfs(path).f_bavail == 0
+    except OSError:
+        return False
+
+
+def _note(text: str) -> None:
+    """A line in supervisor.log (best effort: that file may be on the full disk too)."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"trainlaunch supervisor: {text}\n".encode())
 
 
 def _tail(path: Path, offset: int, n: int) -> str:
@@ -484,7 +534,7 @@ def main(argv: list[str]) -> int:
         sup.state, sup.msg, sup.ended = "FAILED", f"supervisor crashed: {e!r}", time.time()
         try:
             sup.terminate(sup.replicas, "CANCELLED")
-            sup.save()
+            sup.save(final=True)
         except Exception:  # noqa: BLE001 - best effort while already failing
             pass
         raise

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainlaunch import snapshot, store
+from trainlaunch import settings, snapshot, store
 from trainlaunch.errors import (
     AppNotFound,
     SchedulerError,
@@ -28,7 +28,7 @@ from trainlaunch.errors import (
 )
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from trainlaunch.schedulers.logfiles import follow_lines, read_lines, stream_files
+from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files
 from trainlaunch.schedulers.slurm import stacks as slurm_stacks
 from trainlaunch.schedulers.slurm import status as slurm_status
 from trainlaunch.schedulers.slurm.attempts import with_history
@@ -78,6 +78,8 @@ def run_slurm(
     input: str | None = None,
     check: bool = True,
     timeout: float = COMMAND_TIMEOUT_S,
+    umask: int = -1,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run one Slurm command; failures become a one-line SchedulerError (Slurm's own words)."""
     try:
@@ -88,6 +90,8 @@ def run_slurm(
             text=True,
             timeout=timeout,
             errors="replace",
+            umask=umask,
+            env={**os.environ, **env} if env else None,
         )
     except FileNotFoundError:
         raise SchedulerUnavailable(
@@ -171,14 +175,23 @@ class SlurmScheduler(Scheduler):
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Submit held, create the job dir and the record, then release the job."""
         req: SlurmBatchRequest = dryrun_info.request
-        out = run_slurm(["sbatch", "--parsable", "--hold"], input=req.script).stdout
+        user_umask = os.umask(0o077)  # read it (there is no other way) and put it back
+        os.umask(user_umask)
+        out = run_slurm(
+            ["sbatch", "--parsable", "--hold"],
+            input=req.script,
+            umask=0o077,  # sbatch passes it on (SLURM_UMASK): batch.log is created private
+            env={settings.USER_UMASK: f"{user_umask:04o}"},
+        ).stdout
         job_id = out.strip().split(";")[0].split("+")[0]
         if not job_id.isdigit():
             raise SchedulerError(f"sbatch printed {out.strip()!r}, not a job id")
         job_dir = Path(req.job_dir.replace(macros.app_id, job_id))
         try:
-            job_dir.mkdir(parents=True, exist_ok=True)
-            (job_dir / "sbatch.sh").write_text(req.script, encoding="utf-8")
+            _private_dirs(job_dir)
+            fd = os.open(job_dir / "sbatch.sh", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(req.script)
             snap = None
             if req.snapshot is not None:
                 snapshot.take(req.snapshot, job_dir / snapshot.SNAPSHOT_DIR)
@@ -413,8 +426,8 @@ class SlurmScheduler(Scheduler):
         rec = self._known(app_id)
         if k not in self.log_replicas(app_id, role_name):
             raise AppNotFound(f"slurm job {app_id} role {role_name!r} has no replica {k}")
-        return stream_files(
-            Path(rec["job_dir"]) / role_name / str(k), Stream(streams or Stream.COMBINED).value
+        return replica_files(
+            Path(rec["job_dir"]), [role_name, str(k)], Stream(streams or Stream.COMBINED).value
         )
 
     def log_iter(
@@ -449,6 +462,18 @@ class SlurmScheduler(Scheduler):
     def status(self, app_id: str) -> AppStatus:
         """Shortcut: describe(app_id).status."""
         return self.describe(app_id).status
+
+
+def _private_dirs(path: Path) -> None:
+    """Create path and its missing parents 0700; an existing job dir is made 0700 too."""
+    missing = []
+    d = path
+    while not d.exists():
+        missing.append(d)
+        d = d.parent
+    for d in reversed(missing):
+        d.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
 
 
 def _script_of(request: SlurmBatchRequest) -> str:

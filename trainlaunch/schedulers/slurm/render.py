@@ -263,6 +263,8 @@ def render_script(
     port_expr = str(port) if port else (f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN}))")
     lines += [
         "",
+        "umask 077  # the job dir and trainlaunch's files in it are private (like the local store)",
+        "",
         "# Shared by every replica: rank 0 is the first node of the first role.",
         f'export {settings.RANK0_HOST}="$(scontrol show hostnames "{rank0_nodes}" | head -n 1)"',
         f"export {settings.RDZV_PORT}={port_expr}",
@@ -452,8 +454,10 @@ def replica_script(role: Role, session: str, job_dir_word: str, cfg: Mapping[str
         "}",
         'trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"',
         "trainlaunch_status ''",
+        f'umask "${{{settings.USER_UMASK}:-077}}"  # files of the app itself: the user umask',
         " ".join([_command_word(r.entrypoint), *(shell_word(a) for a in r.args)]),
         "trainlaunch_rc=$?",
+        "umask 077",
         'trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"',
         'exit "$trainlaunch_rc"',
     ]
