@@ -297,5 +297,9 @@ def test_cli_metrics_of_a_finished_app_from_another_directory(
         "0": (5, 1.0),
         "1": (5, 2.0),
     }
-    expected = work / "rel-metrics" if metrics_path else Path(os.environ[settings.HOME])
+    home = Path(os.environ[settings.HOME])
+    # a relative path is relative to the ranks' working directory: by default (snapshot on)
+    # the copy of the submission directory inside the job's directory
+    job = handle.rsplit("/", 1)[1]
+    expected = home / "slurm" / "jobs" / job / "snapshot" / "rel-metrics" if metrics_path else home
     assert doc["path"].startswith(str(expected)), doc["path"]

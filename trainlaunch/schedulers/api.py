@@ -98,11 +98,15 @@ class Scheduler(abc.ABC):
         """A dir, file or glob on this machine with the app's metrics files (None: unknown).
 
         By default the recorded metrics path, a relative one taken from the app's working
-        directory (``metadata["cwd"]``) as its ranks did. A backend whose ranks write where
+        directory (``metadata["cwd"]``, or its place in the code snapshot the ranks ran from)
+        as its ranks did. A backend whose ranks write where
         this machine cannot read raises UsageError saying where the metrics are.
         """
         path = recorded_metrics_path(resp)
         cwd = resp.metadata.get("cwd")
+        snap = resp.metadata.get("snapshot")
+        if isinstance(snap, dict) and isinstance(snap.get("path"), str):  # ranks ran in the copy
+            cwd = os.path.join(snap["path"], str(snap.get("cwd_rel") or "."))
         if path and not os.path.isabs(path) and isinstance(cwd, str) and cwd:
             slash = "/" if path.endswith("/") else ""  # a directory stays one
             path = os.path.normpath(os.path.join(cwd, path)) + slash
