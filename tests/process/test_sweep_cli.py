@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -82,10 +84,9 @@ def test_stop_sweep_cancels_queued_and_running(cli: CLI) -> None:
         "sweep", "--param", "t=30,31,32", "--max-parallel", "1",
         "utils.sh", "sleep {t}", check=True,
     ).stdout.strip()  # fmt: skip
-    sweep_id = handle.rsplit(":", 1)[1]
+    handles = [p["handle"] for p in _points(cli, handle.rsplit(":", 1)[1])]
     with get_runner(environ=cli.env) as runner:
-        first = _points(cli, sweep_id)[0]["handle"]
-        wait_until(lambda: runner.status(first).state.name == "RUNNING", timeout=60)
+        wait_until(lambda: any(runner.status(h).state.name == "RUNNING" for h in handles), 60)
     stopped = cli("stop", handle, check=True)
     assert stopped.stdout.startswith(f"{handle}\tCANCELLED=3"), stopped.stdout
     assert cli("wait", handle).returncode == 6
@@ -110,3 +111,24 @@ def test_dryrun_lists_points_and_submits_nothing(cli: CLI) -> None:
     ).stdout  # fmt: skip
     assert out.count("# point ") == 3 and "seed=7" in out and "{x}" in out
     assert not (cli.home / "sweeps").exists() or not any((cli.home / "sweeps").iterdir())
+
+
+def test_killed_supervisor_frees_its_slot(cli: CLI) -> None:
+    handle = cli(
+        "sweep", "--param", "t=30,31", "--max-parallel", "1", "utils.sh", "sleep {t}", check=True
+    ).stdout.strip()  # fmt: skip
+    handles = [p["handle"] for p in _points(cli, handle.rsplit(":", 1)[1])]
+    with get_runner(environ=cli.env) as runner:
+
+        def states() -> dict[str, str]:
+            return {h: runner.status(h).state.name for h in handles}
+
+        wait_until(lambda: "RUNNING" in states().values(), timeout=60)
+        first = next(h for h, s in states().items() if s == "RUNNING")
+        second = next(h for h in handles if h != first)
+        assert runner.status(second).state.name == "PENDING"
+        app_dir = cli.home / "apps" / first.rsplit("/", 1)[1]
+        os.kill(json.loads((app_dir / "supervisor.json").read_text())["pid"], signal.SIGKILL)
+        # the kernel drops the killed supervisor's slot lock: the queued point starts
+        wait_until(lambda: runner.status(second).state.name == "RUNNING", timeout=60)
+    cli("stop", handle, check=True)

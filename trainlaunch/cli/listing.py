@@ -35,9 +35,7 @@ def command(
         from trainlaunch.cli import sweep_group
 
         sid = sweep_runs.sweep_id_of(sweep_id) or sweeps.check_sweep_id(sweep_id)
-        rec = sweep_runs.read_sweep(sid)
-        handle = sweep_runs.sweep_handle(rec["scheduler"], rec["session"], sid)
-        sweep_group.status(handle, sid, as_json)
+        sweep_group.status(sid, sid, as_json)
         return
 
     with get_runner() as runner:

@@ -50,8 +50,17 @@ def render(handle: str, table: list[dict[str, Any]], as_json: bool) -> None:
     output.emit("\n".join(lines))
 
 
+def full_handle(sweep_id: str) -> str:
+    """The sweep's handle as recorded (``scheduler://session/sweep:ID``)."""
+    from trainlaunch import sweep_runs
+
+    rec = sweep_runs.read_sweep(sweep_id)
+    return sweep_runs.sweep_handle(rec["scheduler"], rec["session"], sweep_id)
+
+
 def status(handle: str, sweep_id: str, as_json: bool) -> None:
     """`status SWEEP`."""
+    handle = full_handle(sweep_id)
     with get_runner() as runner:
         render(handle, rows(runner, sweep_id), as_json)
 
@@ -60,6 +69,7 @@ def stop(handle: str, sweep_id: str, as_json: bool) -> None:
     """`stop SWEEP`: stop the queued points first (so none starts), then the running ones."""
     from trainlaunch import sweep_runs
 
+    handle = full_handle(sweep_id)
     with get_runner() as runner:
         handles = sweep_runs.expand_handle(handle)
         states = {h: runner.status(h).state for h in handles}
@@ -74,6 +84,7 @@ def wait(handle: str, sweep_id: str, timeout: float | None, as_json: bool) -> No
     """`wait SWEEP`: until every point ends; exit 1 if any failed, 6 if any was cancelled."""
     from trainlaunch import sweep_runs
 
+    handle = full_handle(sweep_id)
     deadline = None if timeout is None else time.monotonic() + timeout
     with get_runner() as runner:
         pending = list(sweep_runs.expand_handle(handle))
