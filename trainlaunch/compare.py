@@ -122,7 +122,7 @@ def overlay_series(
             value = _number(r.get(metric))
             where = _number(r.get("step")) if x == "step" else _number(r.get("timestamp"))
             if value is not None and where is not None:
-                pts.append((where if x == "step" else where - float(t0), value))
+                pts.append((int(where) if x == "step" else round(where - float(t0), 2), value))
         out.append(pts)
     return out
 
