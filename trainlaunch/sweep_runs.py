@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +86,14 @@ def plan_sweep(
     )
 
 
-def launch(runner: Runner, plan: SweepPlan) -> str:
-    """Record the sweep, submit every point, record each handle; return the sweep handle."""
+def launch(
+    runner: Runner, plan: SweepPlan, on_recorded: Callable[[str], None] | None = None
+) -> str:
+    """Record the sweep, submit every point, record each handle; return the sweep handle.
+
+    ``on_recorded(handle)`` runs once the record exists, before the first submission, so a
+    submission that fails half-way still leaves the user a handle to inspect or stop.
+    """
     path = sweep_dir(plan.sweep_id)
     path.mkdir(mode=0o700, exist_ok=True)
     record: dict[str, Any] = {
@@ -102,10 +108,13 @@ def launch(runner: Runner, plan: SweepPlan) -> str:
         "points": [{**p.to_dict(), "handle": None} for p in plan.points],
     }
     store.write_json(path / RECORD, record)
+    handle = sweep_handle(plan.scheduler, runner.name(), plan.sweep_id)
+    if on_recorded is not None:
+        on_recorded(handle)
     for row, info in zip(record["points"], plan.infos, strict=True):
         row["handle"] = runner.schedule(info)
         store.write_json(path / RECORD, record)  # a crash mid-way still names what was submitted
-    return sweep_handle(plan.scheduler, runner.name(), plan.sweep_id)
+    return handle
 
 
 def sweep_id_of(text: str) -> str | None:

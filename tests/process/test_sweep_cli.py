@@ -126,7 +126,9 @@ def test_killed_supervisor_frees_its_slot(cli: CLI) -> None:
         wait_until(lambda: "RUNNING" in states().values(), timeout=60)
         first = next(h for h, s in states().items() if s == "RUNNING")
         second = next(h for h in handles if h != first)
-        assert runner.status(second).state.name == "PENDING"
+        # its supervisor is up and waits for the slot (SUBMITTED until the supervisor starts)
+        wait_until(lambda: runner.status(second).state.name == "PENDING", timeout=60)
+        assert runner.status(first).state.name == "RUNNING"
         app_dir = cli.home / "apps" / first.rsplit("/", 1)[1]
         os.kill(json.loads((app_dir / "supervisor.json").read_text())["pid"], signal.SIGKILL)
         # the kernel drops the killed supervisor's slot lock: the queued point starts

@@ -80,13 +80,20 @@ def command(
         if dryrun:
             _print_dryrun(plan, as_json)
             return
-        handle = sweep_runs.launch(runner, plan)
+        handle = sweep_runs.launch(runner, plan, None if as_json else _print_handle)
     if as_json:
         record = sweep_runs.read_sweep(plan.sweep_id)
         output.emit_json({"handle": handle, "sweep": plan.sweep_id, "points": record["points"]})
     else:
-        output.emit(handle)
         output.narrate(f"{len(plan.points)} apps; `trainlaunch list --sweep {plan.sweep_id}`")
+
+
+def _print_handle(handle: str) -> None:
+    """The handle goes out before the first submission (a failure half-way still names it)."""
+    import sys
+
+    output.emit(handle)
+    sys.stdout.flush()
 
 
 def _rng_seed() -> int:

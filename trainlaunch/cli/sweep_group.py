@@ -99,7 +99,7 @@ def wait(handle: str, sweep_id: str, timeout: float | None, as_json: bool) -> No
                 time.sleep(0.2)
         table = rows(runner, sweep_id)
     render(handle, table, as_json)
-    failed = [r for r in table if r["state"] in ("FAILED", "UNKNOWN")]
+    failed = [r for r in table if r["state"] in ("FAILED", "UNKNOWN", "UNSUBMITTED")]
     cancelled = [r for r in table if r["state"] == "CANCELLED"]
     if failed:
         raise AppFailed(
