@@ -25,7 +25,8 @@ def load(handles: list[str]) -> list[Any]:
                 params = dict((point or {}).get("params") or {})
                 if (point or {}).get("seed") is not None:
                     params["seed"] = point["seed"]  # type: ignore[index]
-                data = mr.read_metrics(metrics_location(resp))
+                where = runner.metrics_location(handle, resp) or metrics_location(resp)
+                data = mr.read_metrics(where)
                 apps.append(compare.AppMetrics(handle, params, data))
     return apps
 
@@ -33,9 +34,12 @@ def load(handles: list[str]) -> list[Any]:
 def show(handles: list[str], metric: str | None, x: str, image: str | None, as_json: bool) -> None:
     """Print the comparison table (and the overlay chart of --metric)."""
     from trainlaunch import compare
+    from trainlaunch.cli.metrics import check_image_path
 
     if image and not metric:
         raise UsageError("--image needs --metric NAME")
+    if image:
+        check_image_path(image)
     apps = load(handles)
     rows = compare.compare_rows(apps, metric)
     if image and metric:
