@@ -12,7 +12,15 @@ HEAVY = ("torch", "numpy", "kubernetes", "yaml")
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["list", "--json"], ["builtins"], ["status", "local://trainlaunch/nope-1"]]
+    "argv",
+    [
+        ["--help"],
+        ["list", "--json"],
+        ["builtins"],
+        ["status", "local://trainlaunch/nope-1"],
+        ["sweep", "--dryrun", "--param", "x=1,2", "--seeds", "1", "utils.sh", "echo {x}"],
+        ["status", "sweep:abcdefghij"],
+    ],
 )
 def test_cli_paths_stay_light(argv: list[str], tmp_path) -> None:
     code = (

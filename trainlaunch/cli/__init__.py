@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "builtins": ("trainlaunch.cli.builtins", "List the components that can be run."),
     "runopts": ("trainlaunch.cli.runopts_cmd", "Show the options of scheduler backends."),
     "metrics": ("trainlaunch.cli.metrics", "Show the metrics an app's ranks logged."),
+    "sweep": ("trainlaunch.cli.sweep", "Run a component over a grid of parameters and seeds."),
     "stack": ("trainlaunch.cli.stack", "Show where every rank of a running app is (grouped)."),
 }
 

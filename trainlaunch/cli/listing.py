@@ -18,10 +18,25 @@ from trainlaunch.specs import AppState
     help="Only apps in this state (repeatable).",
 )
 @click.option("--running", is_flag=True, help="Only apps that have not ended.")
+@click.option("--sweep", "sweep_id", default=None, metavar="ID", help="The points of one sweep.")
 @output.json_option
-def command(scheduler: str | None, states: tuple[str, ...], running: bool, as_json: bool) -> None:
-    """List apps, newest first."""
+def command(
+    scheduler: str | None,
+    states: tuple[str, ...],
+    running: bool,
+    sweep_id: str | None,
+    as_json: bool,
+) -> None:
+    """List apps, newest first (or the points of a sweep with --sweep)."""
     from trainlaunch.runner import get_runner
+
+    if sweep_id is not None:
+        from trainlaunch import sweep_runs, sweeps
+        from trainlaunch.cli import sweep_group
+
+        sid = sweep_runs.sweep_id_of(sweep_id) or sweeps.check_sweep_id(sweep_id)
+        sweep_group.status(sid, sid, as_json)
+        return
 
     with get_runner() as runner:
         rows = runner.list(scheduler or "local")

@@ -216,5 +216,15 @@ def command(
             raise UsageError(f"invalid --regex {regex!r}: {e}") from None
     if follow:
         raise_on_sigterm()
+    from trainlaunch.sweep_runs import sweep_id_of
+
+    if sweep_id_of(target):  # every app of a sweep in turn (docs/sweeps.md)
+        from trainlaunch.cli import sweep_group
+
+        sweep_group.logs(
+            target,
+            lambda r, h: stream_all(r, h, follow, regex, since, until, streams, as_json, raw),
+        )
+        return
     with get_runner() as runner:
         stream_all(runner, target, follow, regex, since, until, streams, as_json, raw)

@@ -141,6 +141,10 @@ def _image(data: Any, metric: str, path: str) -> None:
 
 @click.command("metrics")
 @click.argument("handle")
+@click.argument("more", nargs=-1, metavar="[HANDLE]...")
+@click.option(
+    "--x", "x_axis", type=click.Choice(["step", "time"]), default="step", help="Chart x axis."
+)
 @click.option("--metric", default=None, help="Chart this metric over steps.")
 @click.option(
     "--path",
@@ -158,6 +162,8 @@ def _image(data: Any, metric: str, path: str) -> None:
 @output.json_option
 def command(
     handle: str,
+    more: tuple[str, ...],
+    x_axis: str,
     metric: str | None,
     path_: str | None,
     follow: bool,
@@ -169,7 +175,13 @@ def command(
     from trainlaunch.handles import parse_app_handle
     from trainlaunch.metrics_summary import read_latest
     from trainlaunch.runner import get_runner
+    from trainlaunch.sweep_runs import sweep_id_of
 
+    if more or sweep_id_of(handle):  # compare apps side by side (docs/sweeps.md)
+        from trainlaunch.cli import compare_view
+
+        compare_view.show([handle, *more], metric, x_axis, image, as_json)
+        return
     # the table alone needs only each rank's latest values: read from the files' ends
     read = mr.read_metrics if metric else read_latest
 

@@ -14,7 +14,13 @@ def command(handle: str, as_json: bool) -> None:
     """Show the state of an app and its replicas (exit 0 whatever the app's state)."""
     from trainlaunch.handles import parse_app_handle
     from trainlaunch.runner import get_runner
+    from trainlaunch.sweep_runs import sweep_id_of
 
+    if sid := sweep_id_of(handle):  # a whole sweep (docs/sweeps.md)
+        from trainlaunch.cli import sweep_group
+
+        sweep_group.status(handle, sid, as_json)
+        return
     handle = str(parse_app_handle(handle))
     with get_runner() as runner:
         resp = runner.describe_app(handle)

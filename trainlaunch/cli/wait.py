@@ -41,6 +41,13 @@ def command(handle: str, timeout: float | None, app_exit_code: bool, as_json: bo
     from trainlaunch.runner import get_runner
 
     raise_on_sigterm()  # SIGTERM/SIGHUP end the wait (exit 130), never the app
+    from trainlaunch.sweep_runs import sweep_id_of
+
+    if sid := sweep_id_of(handle):  # a whole sweep (docs/sweeps.md)
+        from trainlaunch.cli import sweep_group
+
+        sweep_group.wait(handle, sid, timeout, as_json)
+        return
     handle = str(parse_app_handle(handle))
     with get_runner() as runner:
         resp = wait_for(runner, handle, timeout, live=output.stderr_is_tty() and not as_json)

@@ -27,11 +27,13 @@ from trainlaunch.runopts import at_least, existing_dir
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from trainlaunch.schedulers.local import hangs as local_hangs
 from trainlaunch.schedulers.local import index as app_index
+from trainlaunch.schedulers.local import slots as local_slots
 from trainlaunch.schedulers.local import state as local_state
 from trainlaunch.schedulers.local import watchdog as local_watchdog
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files, time_span
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, CfgVal, macros, runopts
 from trainlaunch.stacks import RankStack
+from trainlaunch.sweeps import check_sweep_id
 
 BACKEND = "local"
 DEFAULT_MAX_REQUEUES = 3
@@ -209,6 +211,12 @@ class LocalScheduler(Scheduler):
         }
         if snap is not None:
             request["snapshot"] = {**snap.to_dict(), "path": snap_dir, "file_list": snap.files}
+        sweep = dict(app.metadata.get("trainlaunch") or {})
+        if sweep.get("sweep") and sweep.get("max_parallel"):  # docs/sweeps.md
+            slots_dir = (
+                store.store_root(self.environ) / "sweeps" / check_sweep_id(sweep["sweep"]) / "slots"
+            )
+            request["slots"] = local_slots.slot_spec(slots_dir, int(sweep["max_parallel"]))
         return AppDryRunInfo(
             request=request,
             fmt=format_request,

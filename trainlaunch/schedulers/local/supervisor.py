@@ -27,6 +27,7 @@ from typing import Any
 
 from trainlaunch import settings, store
 from trainlaunch.errors import StoreError
+from trainlaunch.schedulers.local import slots
 from trainlaunch.schedulers.local.watchdog import Watchdog
 
 STDERR_TAIL_LINES = 20
@@ -403,8 +404,28 @@ class Supervisor:
 
     # -- main loop ---------------------------------------------------------------------------
 
+    def wait_for_slot(self) -> bool:
+        """A sweep point waits (PENDING) for a slot of its sweep; False if stopped first."""
+        spec = self.request.get("slots")
+        if not spec:
+            return True
+        self.msg = f"waiting for a free sweep slot (max_parallel {spec['count']})"
+        self.save()
+        while (fd := slots.try_acquire(spec)) is None:
+            self.wait_signals(slots.POLL_S)
+            if self.stop_requested:
+                return False
+        self._slot_fd = fd  # held until this process exits (docs/sweeps.md)
+        self.msg, self.started = "", time.time()
+        return True
+
     def run(self) -> int:
         """Run the app to its end; return 0 (the outcome is in state.json)."""
+        if not self.wait_for_slot():
+            self.terminate(self.replicas, "CANCELLED")
+            self.state, self.msg, self.ended = "CANCELLED", "stopped on request", time.time()
+            self.save()
+            return 0
         self.state = "RUNNING"  # replicas are being started: each says PENDING until it runs
         self.begin_attempt()
         self.save()
