@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from components.utils import safe_name
 from trainlaunch import specs
-from trainlaunch.agent import flags
+from trainlaunch.agent import flags, grammar
 from trainlaunch.errors import ComponentError, UsageError
 
 # Extra option names (the resolver reads this table): torchrun's spellings and TorchX's.
@@ -26,6 +26,9 @@ ALIASES = {
     "t": "tee",
     "rdzv_port": "master_port",
 }
+
+# torchrun's grammar: abbreviations, -m as a switch, the program after the script
+ARGV_GRAMMAR = {"ddp": grammar.normalize}
 
 DEBUG_ENV = {  # debug=True: the switches that make distributed failures explain themselves
     "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
@@ -71,7 +74,7 @@ def ddp(
     role: str = "default",
     log_dir: str | None = None,
     redirects: str = "0",
-    tee: str = "3",
+    tee: str | None = None,
     local_ranks_filter: str = "",
     duplicate_stdout_filters: str = "",
     duplicate_stderr_filters: str = "",
@@ -107,7 +110,7 @@ def ddp(
     Args:
         script_args: the script, then its arguments (unless --script or -m is given)
         script: the training script
-        m: run this module instead of a script, like ``python -m``
+        m: the script is a module (-m MODULE, like ``python -m``)
         no_python: run the script directly (an executable), not with python
         j: shorthand for nodes x workers: [MIN:]NxM, or M for one node
         nproc_per_node: workers per node: a number, or auto, cpu, gpu
@@ -120,11 +123,11 @@ def ddp(
         standalone: single-node rendezvous on a free local port
         master_addr: rank 0's host for a static world (default: the scheduler's)
         master_port: rank 0's port for a static world (default: a free port)
-        node_rank: rank of the node (default: the replica id; leave it unset)
+        node_rank: this command is node N of a job you start node by node
         role: the workers' ROLE_NAME and log-line prefix
         log_dir: where per-rank logs go (default: the replica's log directory)
         redirects: streams to files only: 0-3 or LOCAL_RANK:0-3,... (1 out, 2 err, 3 both)
-        tee: streams to files and the console with [role+local_rank]: prefixes
+        tee: streams to files and the console with [role+local_rank]: prefixes (default 3, or 0 with --redirects)
         local_ranks_filter: show only these local ranks on the console, e.g. 0
         duplicate_stdout_filters: copy teed stdout lines containing any of these to a file
         duplicate_stderr_filters: the same for stderr
@@ -151,16 +154,22 @@ def ddp(
     """
     given = {k: v for k, v in locals().items() if k not in _COMPONENT_ONLY}
     try:
-        values, program = _agent_values(given, script_args, script, m, j)
+        values, program, named = _agent_values(given, script_args, script, m, j)
         flags.validate(flags.AgentArgs(values, program[0], program[1:]))
         lo, hi = flags.parse_nnodes(values["nnodes"])
         _check_placement(values, hi)
+        one_node = user_coordinated(named, hi)
     except UsageError as e:
         raise ComponentError(e.message, hint=e.hint) from None  # the resolver names us
     target = m or PurePath(program[0]).name
     default_name = safe_name(target.rsplit(".", 1)[-1] if m else PurePath(target).stem, "ddp")
     app_name, _, role_name = (name or default_name).partition("/")
-    args = ("-m", "trainlaunch.agent", *flags.render(values), *program)
+    args = (
+        "-m",
+        "trainlaunch.agent",
+        *flags.render(values),
+        *flags.program(program[0], program[1:]),
+    )
     nproc = values["nproc_per_node"]
     role_ = specs.Role(
         name=role_name or app_name,
@@ -168,8 +177,8 @@ def ddp(
         args=args,
         image=image,
         env={**(DEBUG_ENV if debug else {}), **(env or {})},
-        num_replicas=hi,
-        min_replicas=lo if lo != hi else None,
+        num_replicas=1 if one_node else hi,
+        min_replicas=lo if lo != hi and not one_node else None,
         max_retries=max_retries,
         resource=specs.Resource(
             cpu=cpu if cpu is not None else _workers(nproc), gpu=gpu, memMB=memMB
@@ -184,10 +193,15 @@ def _agent_values(
     script: str | None,
     m: str | None,
     j: str | None,
-) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The agent flags (PET_* filling defaults, as torchrun) and [script, *args]."""
+) -> tuple[dict[str, Any], tuple[str, ...], dict[str, Any]]:
+    """The agent flags (PET_* filling defaults, as torchrun), [script, *args], and the
+    rendezvous flags the command (or PET_*) named itself."""
     defaults = _defaults()
-    values = {f.dest: f.default for f in flags.FLAGS}
+    values: dict[str, Any] = {f.dest: f.default for f in flags.FLAGS}
+    values["tee"] = None
+    named: dict[str, Any] = {}
+    if flags.BY_DEST["module"].env_name in os.environ:
+        values["module"] = flags.convert(flags.BY_DEST["module"], os.environ["PET_MODULE"])
     for dest, value in given.items():
         flag = flags.BY_DEST[dest]
         if value == defaults[dest] and flag.env and flag.env_name in os.environ:
@@ -196,25 +210,30 @@ def _agent_values(
             value = flags.comma_list(value) if value else ()
         if value is not None:  # None: "the agent decides" (scheduler's host, port, rank)
             values[dest] = value
+            named[dest] = value
     if j is not None:
         if values["nnodes"] not in ("1", "1:1") or values["nproc_per_node"] != "1":
             raise UsageError("give either -j or --nnodes/--nproc-per-node, not both")
         values["nnodes"], values["nproc_per_node"] = parse_j(j)
     if flags.parse_nnodes(values["nnodes"]) == (1, 1):
         values["nnodes"] = "1:1"  # torchrun's default spelling: not rendered
+    if values["tee"] is None:  # an explicit --redirects wins over dist.ddp's default --tee 3
+        values["tee"] = "0" if values["redirects"] != "0" else "3"
+    if m is None and values["module"] and script is None and script_args:
+        m, script_args = script_args[0], script_args[1:]  # PET_MODULE=1: torchrun's switch
     if script is not None and m is not None:
         raise UsageError("give either --script or -m, not both")
     if m is not None:
         values["module"] = True
-        return values, (m, *script_args)
+        return values, (m, *script_args), named
     if script is not None:
-        return values, (script, *script_args)
+        return values, (script, *script_args), named
     if not script_args:
         raise UsageError(
             "no training script: give SCRIPT [ARGS...], --script or -m MODULE",
             hint="e.g. trainlaunch run dist.ddp --nproc 2 train.py --lr 0.1",
         )
-    return values, tuple(script_args)
+    return values, tuple(script_args), named
 
 
 def parse_j(j: str) -> tuple[str, str]:
@@ -234,10 +253,26 @@ def parse_j(j: str) -> tuple[str, str]:
     return nodes, nproc
 
 
+def user_coordinated(named: Mapping[str, Any], max_nodes: int) -> bool:
+    """True when the command names the rendezvous itself: the app is one node of that job.
+
+    ``--node-rank``, or (with several nodes) an endpoint other commands will also use:
+    ``--rdzv-endpoint``, or ``--master-addr`` with ``--master-port``. Then each command is
+    one node, exactly like one torchrun; otherwise trainlaunch starts every node.
+    """
+    if "node_rank" in named:
+        return True
+    if max_nodes <= 1 or named.get("standalone"):
+        return False
+    return bool(named.get("rdzv_endpoint")) or {"master_addr", "master_port"} <= set(named)
+
+
 def _check_placement(values: Mapping[str, Any], max_nodes: int) -> None:
-    """What only makes sense per replica, or on one node."""
-    if values["node_rank"] not in (None, 0):
-        raise UsageError("--node-rank is set per replica by the scheduler; leave it unset")
+    """What only makes sense on one node, or inside the job."""
+    if not 0 <= values["node_rank"] < max_nodes:
+        raise UsageError(
+            f"--node-rank {values['node_rank']} is out of range for --nnodes {values['nnodes']}"
+        )
     if values["standalone"] and max_nodes > 1:
         raise UsageError(
             f"--standalone is a single-node rendezvous; it cannot span --nnodes {values['nnodes']}"

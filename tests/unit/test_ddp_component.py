@@ -97,7 +97,7 @@ def test_pet_variables_fill_defaults_and_explicit_values_win(
         ({"j": "2x2", "nproc_per_node": "2"}, "either -j or"),
         ({"tee": "7"}, "--tee must be"),
         ({"max_restarts": -1}, "--max-restarts"),
-        ({"node_rank": 1}, "set per replica"),
+        ({"node_rank": 1}, "out of range for --nnodes 1:1"),
         ({"standalone": True, "nnodes": "2"}, "single-node"),
         ({"signals_to_handle": "SIGTERM,NOPE"}, "NOPE"),
         ({"script": "a.py", "m": "b"}, "either --script or -m"),

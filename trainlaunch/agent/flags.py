@@ -192,13 +192,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting (dryrun calls it in-process)."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
-        raise UsageError(message, hint="python -m trainlaunch.agent --help lists every flag")
+        raise UsageError(message, hint=f"{self.prog} --help lists every flag")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = "python -m trainlaunch.agent") -> argparse.ArgumentParser:
     """The agent's parser: every torchrun 2.13 flag in both spellings, then the script."""
     p = _Parser(
-        prog="python -m trainlaunch.agent",
+        prog=prog,
         description="trainlaunch's torch-free node agent (torchrun-compatible flags).",
         argument_default=argparse.SUPPRESS,  # absent flags stay absent: PET_* may fill them
     )
@@ -231,9 +231,11 @@ class _Converter:
             raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def parse(argv: Sequence[str], environ: Mapping[str, str]) -> AgentArgs:
+def parse(
+    argv: Sequence[str], environ: Mapping[str, str], prog: str = "python -m trainlaunch.agent"
+) -> AgentArgs:
     """Parse agent argv exactly as torchrun would; UsageError for what torchrun rejects."""
-    ns = vars(parser().parse_args(list(argv)))
+    ns = vars(parser(prog).parse_args(list(argv)))
     script = ns.pop("training_script")
     script_args = tuple(ns.pop("training_script_args", ()))
     values, given = resolve(ns, environ)
@@ -354,6 +356,11 @@ def validate(args: AgentArgs) -> None:
         raise UsageError(f"--monitor-interval must be > 0, got {args.monitor_interval}")
     if not args.script:
         raise UsageError("no training script given")
+
+
+def program(script: str, script_args: Sequence[str]) -> list[str]:
+    """``script *args`` as torchrun's parser reads it back (it drops a ``--`` after the script)."""
+    return [script, *(["--"] if list(script_args[:1]) == ["--"] else []), *script_args]
 
 
 def render(values: Mapping[str, Any]) -> list[str]:

@@ -112,11 +112,44 @@ def choose_engine(args: flags.AgentArgs) -> tuple[str, str]:
     return AGENT, "static world: nodes and workers per node are fixed"
 
 
+def scheduler_starts_nodes(max_nodes: int, environ: Mapping[str, str]) -> bool:
+    """True when the app's replicas are all of the job's nodes (the backend's rendezvous applies).
+
+    False when ``dist.ddp`` made the app one node of a job the user coordinates (the command
+    named the rendezvous, docs/ddp.md): then, as torchrun, only the flags count.
+    """
+    n = environ.get(settings.NUM_REPLICAS, "")
+    return not n.isdigit() or int(n) >= max_nodes
+
+
 def _given(args: flags.AgentArgs, dest: str, env: Mapping[str, str], name: str) -> Any:
     """The flag if given (command line or PET_*), else the backend's variable, else default."""
     if dest in args.given or name not in env:
         return args.values[dest]
+    if not scheduler_starts_nodes(flags.parse_nnodes(args.nnodes)[1], env):
+        return args.values[dest]
     return env[name]
+
+
+def describe_nodes(agent_args: Sequence[str], replica_env: Mapping[str, str]) -> str:
+    """For ``--dryrun``: who starts the job's nodes (trainlaunch, or one command per node)."""
+    args = flags.parse(agent_args, replica_env)
+    lo, hi = flags.parse_nnodes(args.nnodes)
+    nodes = args.nnodes if lo != hi else str(hi)
+    if hi == 1:
+        return "nodes: 1 (this app is the whole job)"
+    if scheduler_starts_nodes(hi, replica_env):
+        return f"nodes: trainlaunch starts all {nodes} nodes of this job (one replica each)"
+    rank = (
+        f"node rank {args.node_rank}"
+        if args.rdzv_backend == "static" and not args.standalone
+        else "node rank assigned at rendezvous"
+    )
+    where = args.rdzv_endpoint or f"{args.master_addr}:{args.master_port or 29500}"
+    return (
+        f"nodes: this app is ONE node ({rank}) of a {nodes}-node job that meets at {where}; "
+        "start the other nodes with the same command (as with torchrun)"
+    )
 
 
 def plan_node(

@@ -29,7 +29,9 @@ def torchrun_values(
         if dest not in args.given and value is not None:
             values[dest] = value
 
-    if hi > 1 and not args.standalone:
+    from trainlaunch.agent.plan import scheduler_starts_nodes
+
+    if hi > 1 and not args.standalone and scheduler_starts_nodes(hi, environ):
         if args.rdzv_backend == "static":
             fill("master_addr", host)
             fill("master_port", int(port) if port else None)
@@ -57,8 +59,7 @@ def torchrun_argv(
         "-m",
         "torch.distributed.run",
         *flags.render(torchrun_values(args, environ, log_dir)),
-        args.script,
-        *args.script_args,
+        *flags.program(args.script, args.script_args),
     ]
 
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metrics": ("trainlaunch.cli.metrics", "Show the metrics an app's ranks logged."),
     "sweep": ("trainlaunch.cli.sweep", "Run a component over a grid of parameters and seeds."),
     "stack": ("trainlaunch.cli.stack", "Show where every rank of a running app is (grouped)."),
+    "torchrun": ("trainlaunch.cli.torchrun", "torchrun's exact command line, in the foreground."),
 }
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -47,7 +49,7 @@ class Component:
     def materialize(self, argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> AppDef:
         """Parse argv, fill what it leaves out from defaults (config), call, check the AppDef."""
         spec = self.spec()
-        parsed = parse_argv(spec, argv)
+        parsed = parse_argv(spec, _apply_grammar(self.fn, spec, argv))
         if parsed.help:
             raise HelpRequested(render_help(spec))
         return self._build(spec, parsed, defaults)
@@ -77,3 +79,19 @@ class Component:
                 hint="a component function must return trainlaunch.specs.AppDef",
             )
         return app
+
+
+def _apply_grammar(fn: Callable[..., Any], spec: Spec, argv: Sequence[str]) -> list[str]:
+    """The module's ``ARGV_GRAMMAR[function]`` rewrites argv first (dist.ddp: torchrun's)."""
+    target = inspect.unwrap(fn)
+    module = sys.modules.get(getattr(target, "__module__", "") or "")
+    table = getattr(module, "ARGV_GRAMMAR", None)
+    grammar = table.get(getattr(target, "__name__", "")) if isinstance(table, Mapping) else None
+    if grammar is None:
+        return list(argv)
+    options = {s: o.param for s, (o, _) in spec.lookup.items()}
+    takes_value = {s for s, (o, _) in spec.lookup.items() if o.info.kind != "flag"}
+    try:
+        return list(grammar(list(argv), options, takes_value))
+    except UsageError as e:
+        raise ComponentError(e.message, hint=e.hint) from None

@@ -509,11 +509,11 @@ def _rank_plan(replica: Mapping[str, Any]) -> list[str]:
     if not _is_agent(cmd):
         return []
     try:
-        from trainlaunch.agent.plan import rank_envs
+        from trainlaunch.agent.plan import describe_nodes, rank_envs
     except ImportError:
         return []
-    out = []
     agent_args = list(cmd[cmd.index("trainlaunch.agent") + 1 :])
+    out = [f"  # {describe_nodes(agent_args, replica['env'])}"]
     ranks = rank_envs(agent_args, replica["env"], max_ranks=DRYRUN_RANKS_SHOWN)
     for n, rank in enumerate(ranks):
         lr = rank.get("local_rank")
