@@ -273,3 +273,22 @@ def test_elastic_issue_flags_one_command_is_one_node(cli: CLI, tmp_path: Path) -
         got = launch(cli, launcher, argv, tmp_path / launcher)
         assert got.code == 0 and got.files == {"0", "1"}, (launcher, got.err)
         assert {(tmp_path / launcher / r).read_text() for r in got.files} == {"2"}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--nnodes", "2", "t.py"],
+        ["--nnodes", "2", "--rdzv-backend", "c10d", "t.py"],
+        ["--nnodes", "1:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "t.py"],
+        ["--nnodes", "2", "--node-rank", "1", "t.py"],
+    ],
+    ids=" ".join,
+)
+def test_every_dropin_command_is_one_node(argv: list[str]) -> None:
+    from trainlaunch.agent import flags
+    from trainlaunch.cli.torchrun import ddp_arguments
+    from trainlaunch.resolver import find_component
+
+    app = find_component("dist.ddp").call(ddp_arguments(flags.parse(argv, {}, "torchrun")))
+    assert app.roles[0].num_replicas == 1

@@ -35,6 +35,11 @@ def ddp_arguments(args: Any) -> dict[str, Any]:
             value = ",".join(v.replace(",", ",,") for v in value)
         kwargs[dest] = value
     kwargs.setdefault("tee", "0")  # torchrun's console: workers' lines unprefixed
+    if flags.parse_nnodes(args.nnodes)[1] > 1:  # one torchrun is one node, always
+        if args.rdzv_backend == "static":
+            kwargs.setdefault("node_rank", args.node_rank)
+        elif not args.rdzv_endpoint:
+            kwargs["rdzv_endpoint"] = "localhost:29400"  # torchrun's c10d default
     kwargs["m" if args.module else "script"] = args.script
     kwargs["script_args"] = list(args.script_args)
     return kwargs
