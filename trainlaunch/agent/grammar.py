@@ -113,4 +113,4 @@ def normalize(argv: Sequence[str], options: Mapping[str, str], takes_value: set[
 
 def _after_value(rest: Sequence[str]) -> list[str]:
     """The program's arguments after its script: a ``--`` right after it is dropped (argparse)."""
-    return list(rest[1:] if rest[:1] == ["--"] else rest)
+    return list(rest[1:] if list(rest[:1]) == ["--"] else rest)
