@@ -10,6 +10,7 @@ Usage::
 from __future__ import annotations
 
 import builtins
+import collections
 import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,6 +25,13 @@ from trainlaunch.specs import AppDef, AppDryRunInfo, AppStatus, CfgVal, macros, 
 from trainlaunch.stacks import RankStack
 
 DEFAULT_SESSION = "trainlaunch"
+POLL_FIRST_INTERVAL = 0.02  # seconds
+POLL_MAX_INTERVAL = 0.1  # seconds; Runner.poll's default cap
+
+
+def last_of(polls: Iterator[DescribeAppResponse]) -> DescribeAppResponse:
+    """Run a poller to its end; its last (terminal) description."""
+    return collections.deque(polls, maxlen=1)[0]
 
 
 class Runner:
@@ -190,20 +198,44 @@ class Runner:
         """The AppDef as submitted (AppNotFound if the app is unknown)."""
         return self.describe_app(app_handle).app
 
+    def poll(
+        self,
+        app_handle: str,
+        timeout: float | None = None,
+        max_interval: float = POLL_MAX_INTERVAL,
+    ) -> Iterator[DescribeAppResponse]:
+        """Yield the app's description at each poll until (and including) the terminal one.
+
+        The one polling policy of trainlaunch: the first poll is immediate, then the interval
+        grows from POLL_FIRST_INTERVAL by half each time up to max_interval (a local status
+        read costs ~1 ms, so short jobs end fast without busy-looping on long ones). After
+        timeout seconds WaitTimeout is raised instead of the next non-terminal description.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = min(POLL_FIRST_INTERVAL, max_interval)
+        while True:
+            resp = self.describe_app(app_handle)
+            if resp.status.is_terminal:
+                yield resp
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(
+                    f"{app_handle} is still {resp.status.state.name} after {timeout:g}s",
+                    hint="`trainlaunch wait` again, or `trainlaunch stop` it",
+                )
+            yield resp
+            pause = interval if deadline is None else min(interval, deadline - time.monotonic())
+            time.sleep(max(pause, 0.0))
+            interval = min(interval * 1.5, max_interval)
+
     def wait(
-        self, app_handle: str, wait_interval: float = 0.1, timeout: float | None = None
+        self,
+        app_handle: str,
+        wait_interval: float = POLL_MAX_INTERVAL,
+        timeout: float | None = None,
     ) -> AppStatus:
         """Block until the app is terminal; WaitTimeout after timeout seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        interval = min(wait_interval, 0.05)
-        while True:
-            status = self.status(app_handle)
-            if status.is_terminal:
-                return status
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"{app_handle} is still {status.state.name} after {timeout}s")
-            time.sleep(interval)
-            interval = min(interval * 1.5, wait_interval if wait_interval > 0.05 else 1.0)
+        return last_of(self.poll(app_handle, timeout, wait_interval)).status
 
     def cancel(self, app_handle: str) -> None:
         """Stop the app and every process of it."""

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 from trainlaunch.cli import render
@@ -61,22 +60,18 @@ def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
     return Group(*parts)
 
 
-def watch(
-    handle: str, describe: Callable[[], DescribeAppResponse], interval: float = 0.2
-) -> DescribeAppResponse:
-    """Show a live-updating status panel on stderr until the app is terminal."""
+def watch(handle: str, polls: Iterator[DescribeAppResponse]) -> DescribeAppResponse:
+    """Render the runner's polls as a live-updating status panel on stderr; return the last."""
     from rich.console import Console
     from rich.live import Live
 
-    resp = describe()
+    resp = next(polls)
     with Live(
         status_panel(handle, resp),
         console=Console(stderr=True),
         refresh_per_second=8,
         transient=False,
     ) as live:
-        while not resp.status.is_terminal:
-            time.sleep(interval)
-            resp = describe()
+        for resp in polls:
             live.update(status_panel(handle, resp))
     return resp

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import string
-import time
 from typing import Any
 
 import click
 
 from trainlaunch.cli import output
 from trainlaunch.errors import UsageError
+
+FOLLOW_INTERVAL = 1.0  # seconds between re-reads of the metrics files (the runner's poller)
 
 
 def metrics_location(resp: Any) -> str:
@@ -198,8 +199,7 @@ def command(
 
             raise_on_sigterm()
             last = None
-            while True:
-                terminal = runner.describe_app(handle).status.is_terminal
+            for _ in runner.poll(handle, max_interval=FOLLOW_INTERVAL):
                 try:
                     data = read(where)
                     text = _text(data, metric)
@@ -208,9 +208,6 @@ def command(
                 if text != last and not as_json:
                     output.emit(text + "\n")
                     last = text
-                if terminal:
-                    break
-                time.sleep(1.0)
         data = read(where)
     if image and metric:
         _image(data, metric, image)

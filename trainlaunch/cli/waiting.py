@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
-import time
-
 from trainlaunch.cli import output, render
-from trainlaunch.errors import AppFailed, ExitCode, WaitTimeout
-from trainlaunch.runner import Runner
+from trainlaunch.errors import AppFailed, ExitCode
+from trainlaunch.runner import Runner, last_of
 from trainlaunch.schedulers.api import DescribeAppResponse
 from trainlaunch.specs import AppState
 
 
 def wait_for(runner: Runner, handle: str, timeout: float | None, live: bool) -> DescribeAppResponse:
-    """Poll until terminal (live rich view on a terminal); WaitTimeout after timeout."""
-    if live and timeout is None:
+    """Follow the runner's poller until terminal (live rich view on a terminal)."""
+    polls = runner.poll(handle, timeout)
+    if live:
         from trainlaunch.cli.live import watch
 
-        return watch(handle, lambda: runner.describe_app(handle))
-    deadline = None if timeout is None else time.monotonic() + timeout
-    interval = 0.02
-    while True:
-        resp = runner.describe_app(handle)
-        if resp.status.is_terminal:
-            return resp
-        if deadline is not None and time.monotonic() >= deadline:
-            raise WaitTimeout(
-                f"{handle} is still {resp.status.state.name} after {timeout:g}s",
-                hint="`trainlaunch wait` again, or `trainlaunch stop` it",
-            )
-        time.sleep(interval)
-        interval = min(interval * 1.5, 0.1)  # a local status read costs ~1 ms
+        return watch(handle, polls)
+    return last_of(polls)  # the poller's last description is the terminal one
 
 
 def finish(handle: str, resp: DescribeAppResponse, as_json: bool, app_exit_code: bool) -> None:
