@@ -1,4 +1,4 @@
-"""trainlaunch's builtin components, shipped in the wheel next to the ``trainlaunch`` package.
+"""trainlaunch's builtin components, installed as ``trainlaunch.components`` (never top-level).
 
 Each public function returning an AppDef in a module here is the builtin ``module.function``
 (``utils.echo``, ``dist.ddp``). ``trainlaunch.resolver`` lists them by reading these files with

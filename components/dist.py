@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any, Literal
 
-from components.utils import safe_name
 from trainlaunch import specs
 from trainlaunch.agent import flags, grammar
 from trainlaunch.errors import ComponentError, UsageError
+
+from .utils import safe_name
 
 # Extra option names (the resolver reads this table): torchrun's spellings and TorchX's.
 ALIASES = {
@@ -165,8 +166,7 @@ def ddp(
     default_name = safe_name(target.rsplit(".", 1)[-1] if m else PurePath(target).stem, "ddp")
     app_name, _, role_name = (name or default_name).partition("/")
     args = (
-        "-m",
-        "trainlaunch.agent",
+        *specs.NODE_AGENT_ARGS,
         *flags.render(values),
         *flags.program(program[0], program[1:]),
     )
@@ -183,6 +183,7 @@ def ddp(
         resource=specs.Resource(
             cpu=cpu if cpu is not None else _workers(nproc), gpu=gpu, memMB=memMB
         ),
+        node_agent=True,
     )
     return specs.AppDef(name=app_name, roles=(role_,))
 

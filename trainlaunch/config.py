@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,10 @@ from trainlaunch.errors import UsageError
 from trainlaunch.schedulers import ALIASES as SCHEDULER_ALIASES
 from trainlaunch.schedulers import DEFAULT_SCHEDULER
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib
 
 PROJECT_FILE = ".trainlaunch.toml"
 PYPROJECT = "pyproject.toml"

@@ -10,6 +10,7 @@
       AppNotFound          4    unknown handle
       AppFailed            1    an app ended FAILED, CANCELLED or UNKNOWN while waiting (ExitCode)
       StoreError           5    the app store cannot be read or written
+      WaitTimeout          7    waiting for an app ran past its --timeout
 
 The exit-code table lives in :class:`ExitCode`; ``cli/boundary.py`` is the only place that
 turns these errors into process exit codes.
@@ -24,9 +25,7 @@ class ExitCode(enum.IntEnum):
     """Every exit code the CLI can return (documented in docs/cli.md)."""
 
     OK = 0
-    APP_FAILED = (
-        1  # wait/run --wait: the app ended FAILED (use --exit-code app for the rank's code)
-    )
+    APP_FAILED = 1  # wait/run --wait: the app ended FAILED (--app-exit-code: the rank's code)
     USAGE = 2  # bad flag, handle, option, config, component or argument
     SCHEDULER = 3  # a scheduler command or API call failed, or the backend is unavailable
     NOT_FOUND = 4  # no app with that handle

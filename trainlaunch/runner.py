@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import dataclasses
 import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,13 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import schedulers, settings
-from trainlaunch.errors import UsageError, WaitTimeout
-from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle
+from trainlaunch.errors import AppNotFound, SchedulerUnavailable, UsageError, WaitTimeout
+from trainlaunch.handles import DEFAULT_SESSION, AppHandle, make_app_handle, parse_app_handle
 from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from trainlaunch.specs import AppDef, AppDryRunInfo, AppStatus, CfgVal, macros, runopts
+from trainlaunch.specs import (
+    NODE_AGENT_ARGS,
+    AppDef,
+    AppDryRunInfo,
+    AppStatus,
+    CfgVal,
+    macros,
+    runopts,
+)
 from trainlaunch.stacks import RankStack
 
-DEFAULT_SESSION = "trainlaunch"
+DRYRUN_RANKS_SHOWN = 4  # a node's rank plan in --dryrun: the first ranks and the last one
+DRYRUN_PLANS_SHOWN = 3  # rank plans in --dryrun: of the first nodes and the last one
 POLL_FIRST_INTERVAL = 0.02  # seconds
 POLL_MAX_INTERVAL = 0.1  # seconds; Runner.poll's default cap
 
@@ -46,7 +56,10 @@ class Runner:
         self._name = name
         self._component_defaults = dict(component_defaults or {})
         self._scheduler_params = dict(scheduler_params or {})
+        if self._scheduler_params:
+            _check_scheduler_params(self._scheduler_params)
         self._schedulers: dict[str, Scheduler] = {}
+        self._checked: set[str] = set()  # handles whose session matched their app's
 
     def __enter__(self) -> Runner:
         return self
@@ -67,9 +80,11 @@ class Runner:
     def _scheduler(self, name: str) -> Scheduler:
         name = schedulers.canonical_name(name)
         if name not in self._schedulers:
-            self._schedulers[name] = schedulers.get_scheduler(
-                name, self._name, **self._scheduler_params
-            )
+            params = self._scheduler_params
+            accepted = schedulers.accepted_params(name) if params else None
+            if accepted is not None:  # each backend gets its own params only
+                params = {k: v for k, v in params.items() if k in accepted}
+            self._schedulers[name] = schedulers.get_scheduler(name, self._name, **params)
         return self._schedulers[name]
 
     # -- submission --------------------------------------------------------------------------
@@ -165,7 +180,7 @@ class Runner:
             if default:
                 rs = settings.RankSettings(**{**rs.to_dict(), "metrics_path": default})
         injected = settings.inject(app, rs, f"{name}://{self._name}/")
-        return sched.submit_dryrun(injected, resolved)
+        return _with_rank_plans(sched.submit_dryrun(injected, resolved))
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Submit a dry-run result; return the app handle."""
@@ -176,8 +191,27 @@ class Runner:
     # -- queries -----------------------------------------------------------------------------
 
     def _parse(self, app_handle: str) -> tuple[Scheduler, AppHandle]:
+        """The backend and parsed handle; AppNotFound if the app lives in another session.
+
+        The session is part of an app's identity: ``local://other/ID`` does not name the app
+        started as ``local://trainlaunch/ID`` (a bare id means the CLI's session,
+        ``trainlaunch``). Backends that recorded no session (jobs trainlaunch did not start,
+        stopped Kubernetes apps) are not checked.
+        """
         h = parse_app_handle(app_handle)
-        return self._scheduler(h.scheduler), h
+        sched = self._scheduler(h.scheduler)
+        key = str(h)
+        if key not in self._checked:  # an app's session never changes: check it once
+            session = sched.session_of(h.app_id)
+            if session is not None and session != h.session:
+                real = make_app_handle(h.scheduler, session, h.app_id)
+                raise AppNotFound(
+                    f"no app {h.app_id} in session {h.session!r} (it belongs to session "
+                    f"{session!r})",
+                    hint=f"its handle is {real}",
+                )
+            self._checked.add(key)
+        return sched, h
 
     def describe_app(self, app_handle: str) -> DescribeAppResponse:
         """Everything the backend knows about the app (AppNotFound if unknown)."""
@@ -297,18 +331,77 @@ class Runner:
         return self._scheduler(scheduler).run_opts()
 
     def run_opts(self) -> dict[str, runopts]:
-        """The typed options of every backend that can be loaded here."""
-        out = {}
+        """The typed options of every backend that can be loaded here (see backend_run_opts)."""
+        return {k: v for k, v in self.backend_run_opts().items() if isinstance(v, runopts)}
+
+    def backend_run_opts(self) -> dict[str, runopts | SchedulerUnavailable]:
+        """Per backend, its typed options or why it cannot be loaded (never silently absent)."""
+        out: dict[str, runopts | SchedulerUnavailable] = {}
         for name in schedulers.scheduler_names():
             try:
                 out[name] = self.scheduler_run_opts(name)
-            except Exception:  # noqa: BLE001 - a broken plugin must not hide the others
-                continue
+            except SchedulerUnavailable as e:  # a broken plugin must not hide the others
+                out[name] = e
         return out
 
     def scheduler_backends(self) -> builtins.list[str]:
         """Names of every backend."""
         return schedulers.scheduler_names()
+
+
+def _check_scheduler_params(params: Mapping[str, Any]) -> None:
+    """A scheduler param no backend declares is a UsageError (never silently dropped)."""
+    known: set[str] = set()
+    for name in schedulers.scheduler_names():
+        try:
+            accepted = schedulers.accepted_params(name)
+        except SchedulerUnavailable:
+            continue
+        if accepted is None:  # a plugin that declares nothing takes whatever it is given
+            return
+        known |= accepted
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise UsageError(
+            f"unknown scheduler parameter(s): {', '.join(unknown)}; "
+            f"valid: {', '.join(sorted(known))}"
+        )
+
+
+def _with_rank_plans(info: AppDryRunInfo) -> AppDryRunInfo:
+    """Add what each rank of a planned node agent will receive (the agent's own plan)."""
+    agents = [r for r in info.replicas if r.node_agent]
+    if not agents:
+        return info
+    from trainlaunch.agent.plan import rank_envs  # the agent plans; no backend imports it
+
+    planned = {*range(DRYRUN_PLANS_SHOWN - 1), len(agents) - 1}  # a big app stays cheap
+    notes = []
+    for n, replica in enumerate(agents):
+        if n not in planned:
+            if n == DRYRUN_PLANS_SHOWN - 1:
+                notes.append(
+                    f"\n(rank plans of replicas {n}-{len(agents) - 2} left out: the same pattern)"
+                )
+            continue
+        notes.append(f"\n[{replica.role}/{replica.replica_id} ranks]")
+        agent_args = list(replica.cmd[1 + len(NODE_AGENT_ARGS) :])
+        ranks = rank_envs(agent_args, replica.env, max_ranks=DRYRUN_RANKS_SHOWN)
+        for i, rank in enumerate(ranks):
+            lr = rank.get("local_rank")
+            if i and isinstance(lr, int) and lr - ranks[i - 1]["local_rank"] > 1:
+                skipped = lr - ranks[i - 1]["local_rank"] - 1
+                notes.append(
+                    f"  ... {skipped} more ranks like these (local {lr - skipped}-{lr - 1})"
+                )
+            env = rank.get("env", {})
+            notes.append(
+                f"  rank {rank.get('rank')} (local {rank.get('local_rank')}): "
+                + " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+            )
+            if "argv" in rank:
+                notes.append(f"    argv: {rank['argv']}")
+    return dataclasses.replace(info, notes=(*info.notes, *notes))
 
 
 def get_runner(

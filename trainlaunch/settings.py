@@ -42,7 +42,8 @@ RDZV_PORT = "TRAINLAUNCH_RDZV_PORT"  # port rank 0 listens on for multi-node sta
 # preemption or time limit. Set by the local and Slurm backends; Kubernetes cannot tell a
 # replacement pod its attempt, so it is unset there (the rank library reads it as 0).
 RESTART_COUNT = "TRAINLAUNCH_RESTART_COUNT"
-REPLICA_LOG_DIR = "TRAINLAUNCH_REPLICA_LOG_DIR"  # where a replica (node agent) keeps its files
+# local and Slurm (not Kubernetes): where a replica (node agent) keeps its files
+REPLICA_LOG_DIR = "TRAINLAUNCH_REPLICA_LOG_DIR"
 USER_UMASK = "TRAINLAUNCH_USER_UMASK"  # slurm: the submitter's umask, restored for the app itself
 
 # --- preemption (docs/preemption.md) --------------------------------------------------------

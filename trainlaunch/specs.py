@@ -17,6 +17,8 @@ from typing import Any
 from trainlaunch.errors import UsageError
 
 MAX_REPLICAS = 100_000  # no backend runs more (a Kubernetes Indexed Job's completions limit)
+NODE_AGENT = "trainlaunch.agent"  # the module every node-agent replica runs
+NODE_AGENT_ARGS = ("-m", NODE_AGENT)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
@@ -124,6 +126,9 @@ class Role:
     resource: Resource = dataclasses.field(default_factory=Resource)
     port_map: Mapping[str, int] = dataclasses.field(default_factory=dict)
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # each replica is trainlaunch's node agent (args = NODE_AGENT_ARGS + its flags): backends
+    # read this instead of guessing from argv (per-rank dryrun plan, agent restarts)
+    node_agent: bool = False
 
     def __post_init__(self) -> None:
         check_name(self.name, "role")
@@ -134,6 +139,10 @@ class Role:
             if not isinstance(a, str):
                 raise UsageError(f"role {self.name!r}: every arg must be a string, got {a!r}")
         object.__setattr__(self, "args", args)
+        if self.node_agent and args[: len(NODE_AGENT_ARGS)] != NODE_AGENT_ARGS:
+            raise UsageError(
+                f"role {self.name!r}: a node_agent role's args start with -m {NODE_AGENT}"
+            )
         env = _frozen_map(self.env, "env")
         for k, v in env.items():
             if not isinstance(k, str) or not k or "=" in k or "\0" in k:
@@ -166,8 +175,13 @@ class Role:
         """A new Role with some fields changed."""
         return dataclasses.replace(self, **changes)
 
+    @property
+    def agent_args(self) -> tuple[str, ...] | None:
+        """The node agent's own arguments (after ``-m trainlaunch.agent``), if it is one."""
+        return self.args[len(NODE_AGENT_ARGS) :] if self.node_agent else None
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form."""
+        """JSON-able form (node_agent only when set, so other records keep their shape)."""
         return {
             "name": self.name,
             "entrypoint": self.entrypoint,
@@ -181,6 +195,7 @@ class Role:
             "resource": self.resource.to_dict(),
             "port_map": dict(self.port_map),
             "metadata": dict(self.metadata),
+            **({"node_agent": True} if self.node_agent else {}),
         }
 
     @classmethod
@@ -199,6 +214,7 @@ class Role:
             resource=Resource.from_dict(d.get("resource") or {}),
             port_map=d.get("port_map") or {},
             metadata=d.get("metadata") or {},
+            node_agent=d.get("node_agent") is True,
         )
 
 
@@ -421,6 +437,31 @@ class AppStatus:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReplicaPlan:
+    """One process a backend will start, when it plans them one by one (local)."""
+
+    role: str
+    replica_id: int
+    cmd: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str
+    log_dir: str
+    node_agent: bool = False  # the process is trainlaunch's node agent (Role.node_agent)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the keys of a local request's replica)."""
+        return {
+            "role": self.role,
+            "replica_id": self.replica_id,
+            "cmd": list(self.cmd),
+            "env": dict(self.env),
+            "cwd": self.cwd,
+            "log_dir": self.log_dir,
+            "node_agent": self.node_agent,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
 class AppDryRunInfo:
     """What a scheduler would submit: the request and how to print it exactly."""
 
@@ -430,13 +471,15 @@ class AppDryRunInfo:
     cfg: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     scheduler: str = ""
     app_id: str | None = None  # known before submission on backends that choose it
+    replicas: tuple[ReplicaPlan, ...] = ()  # the processes, on backends that plan each one
+    notes: tuple[str, ...] = ()  # lines shown after the request (e.g. node agents' rank plans)
 
     def __str__(self) -> str:
-        return self.fmt(self.request)
+        return "\n".join([self.fmt(self.request), *self.notes])
 
 
 from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle  # noqa: E402
-from trainlaunch.runopts import CfgVal, runopt, runopts  # noqa: E402
+from trainlaunch.options import CfgVal, runopt, runopts  # noqa: E402
 
 __all__ = [
     "AppDef",
@@ -447,6 +490,7 @@ __all__ = [
     "Attempt",
     "CfgVal",
     "ReplicaState",
+    "ReplicaPlan",
     "ReplicaStatus",
     "Resource",
     "RetryPolicy",

@@ -2,6 +2,8 @@
 
 echo x2 -> SUCCEEDED, logs of each replica show the injected seed -> a sleeper -> stop ->
 CANCELLED -> list shows both. Backends that cannot run here are skipped with the reason.
+Kubernetes runs against the fake API server of tests/kubernetes, whose fake kubelet runs each
+pod's command as a real local process (the fake sits at the HTTP boundary only).
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,11 +34,16 @@ def slurm_available() -> str | None:
     return None if ok else "no Slurm cluster answers (scripts/slurm-dev-cluster start)"
 
 
-BACKENDS = ["local", "slurm"]
+BACKENDS = ["local", "slurm", "kubernetes"]
+IMAGE = "docker.io/library/bash:5"
+KUBERNETES_TESTS = Path(__file__).resolve().parents[1] / "kubernetes"
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def backend(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The backend's name and the scheduler params the runner needs for it."""
     monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
     if request.param == "slurm":
         reason = slurm_available()
@@ -44,10 +53,26 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
             pytest.skip(reason)
         # the job dir must be on the filesystem the emulated nodes share: this machine's
         monkeypatch.chdir(tmp_path)
-    return str(request.param)
+    if request.param != "kubernetes":
+        yield str(request.param), {}
+        return
+    monkeypatch.syspath_prepend(str(KUBERNETES_TESTS))
+    from k8s_fake_apiserver import FakeApiServer
+    from k8s_helpers import write_kubeconfig
+    from k8s_kubelet import FakeKubelet
+
+    api = FakeApiServer().start()
+    kubelet = FakeKubelet(api).start()
+    try:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url)
+        yield "kubernetes", {"kubeconfig": str(kubeconfig)}
+    finally:
+        kubelet.stop()
+        api.stop()
 
 
-def test_backend_contract(backend: str) -> None:
+def test_backend_contract(backend: tuple[str, dict[str, Any]]) -> None:
+    backend, params = backend
     echo = AppDef(
         "echo",
         [
@@ -55,12 +80,13 @@ def test_backend_contract(backend: str) -> None:
                 "echo",
                 "bash",
                 ("-c", "echo seed=$TRAINLAUNCH_SEED replica=$TRAINLAUNCH_REPLICA_ID"),
+                image=IMAGE,  # only Kubernetes uses it
                 num_replicas=2,
             )
         ],
     )
-    sleeper = AppDef("sleeper", [Role("sleeper", "sleep", ("600",))])
-    with get_runner() as runner:
+    sleeper = AppDef("sleeper", [Role("sleeper", "sleep", ("600",), image=IMAGE)])
+    with get_runner(**params) as runner:
         h1 = runner.run(echo, backend, rank_settings=RankSettings(seed=1234))
         final = runner.wait(h1, timeout=180)
         assert final.state == AppState.SUCCEEDED, final

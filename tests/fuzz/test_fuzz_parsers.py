@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.fuzz.fuzz_strategies import examples, hostile_text, json_values
 from trainlaunch.errors import UsageError
 from trainlaunch.handles import AppHandle, LogTarget, parse_app_handle, parse_log_target
-from trainlaunch.runopts import runopts
+from trainlaunch.options import runopts
 
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 SAFE_SESSION = re.compile(r"[A-Za-z0-9_.-]*")

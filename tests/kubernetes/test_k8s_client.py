@@ -255,11 +255,11 @@ def test_list_shows_trainlaunch_apps_in_the_namespace(
     )
     fake_api.set_job_status("team", job_of(second, "a"), ready=1)
     rows = k8s.list()
-    assert [(r.app_id, r.state, r.name) for r in rows] == [
-        (first, AppState.SUCCEEDED, "echo"),
+    assert [(r.app_id, r.state, r.name) for r in rows] == [  # newest first, as every backend
         (second, AppState.RUNNING, "two"),
+        (first, AppState.SUCCEEDED, "echo"),
     ]
-    assert rows[0].app_handle == f"kubernetes://tests/{first}" and rows[0].created is not None
+    assert rows[1].app_handle == f"kubernetes://tests/{first}" and rows[1].created is not None
     assert (
         fake_api.requests[-1].query["labelSelector"] == "app.kubernetes.io/managed-by=trainlaunch"
     )

@@ -94,3 +94,14 @@ def test_each_replica_gets_its_own_gpu_slice(cli: CLI) -> None:
     cli.wait(handle)
     out = cli("logs", handle, check=True).stdout
     assert "sh/0 gpus=0" in out and "sh/1 gpus=1" in out
+
+
+def test_gpu_slices_honour_cuda_visible_devices_like_the_agent(cli: CLI) -> None:
+    # 4 GPUs on the machine, 2 and 3 given to us: the replicas get 2 and 3, not 0 and 1
+    env = {"TRAINLAUNCH_GPU_COUNT": "4", "CUDA_VISIBLE_DEVICES": "2,3"}
+    envs = dryrun_env(cli, "utils.sh", "--gpu", "1", "--num-replicas", "2", "true", env=env)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["2", "3"]
+    too_many = cli(
+        "run", "--dryrun", "utils.sh", "--gpu", "1", "--num-replicas", "3", "true", env=env
+    )
+    assert too_many.returncode == 3 and "3 GPUs in total but 2 are visible" in too_many.stderr

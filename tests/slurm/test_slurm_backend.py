@@ -92,7 +92,7 @@ def test_contract_echo_then_cancel_a_sleeper_then_list(
 
 
 def test_ddp_all_reduce_over_two_nodes(slurm: SlurmScheduler, two_nodes: None) -> None:
-    from components.dist import ddp
+    from trainlaunch.components.dist import ddp
 
     Path("allreduce.py").write_text(ALLREDUCE)
     app = ddp(

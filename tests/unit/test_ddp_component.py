@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from components import dist
-from components.dist import ddp
 from trainlaunch.agent import flags
+from trainlaunch.components import dist
+from trainlaunch.components.dist import ddp
 from trainlaunch.errors import ComponentError
 from trainlaunch.resolver import find_component
 
@@ -150,8 +150,8 @@ def test_through_the_resolver() -> None:
 
 def test_component_and_agent_never_import_torch() -> None:
     code = (
-        "import sys, components.dist, trainlaunch.agent.main, trainlaunch.agent.node, "
-        "trainlaunch.agent.plan; components.dist.ddp('t.py', nproc_per_node='2'); "
+        "import sys, trainlaunch.components.dist, trainlaunch.agent.main, trainlaunch.agent.node, "
+        "trainlaunch.agent.plan; trainlaunch.components.dist.ddp('t.py', nproc_per_node='2'); "
         "heavy = [m for m in ('torch', 'numpy') if m in sys.modules]; "
         "assert not heavy, heavy"
     )

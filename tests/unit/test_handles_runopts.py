@@ -6,7 +6,7 @@ import pytest
 
 from trainlaunch.errors import UsageError
 from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle, parse_log_target
-from trainlaunch.runopts import runopts
+from trainlaunch.options import runopts
 
 
 @pytest.mark.parametrize(

@@ -75,7 +75,7 @@ def test_list_components_imports_no_component_module() -> None:
         from trainlaunch.resolver import list_components
         rows = list_components()
         elapsed = time.perf_counter() - t
-        loaded = [m for m in sys.modules if m.startswith("components.")
+        loaded = [m for m in sys.modules if m.startswith("trainlaunch.components.")
                   or m.split(".")[0] in ("torch", "numpy", "click", "rich")]
         print(json.dumps({"rows": len(rows), "loaded": loaded, "elapsed": elapsed}))
     """)
@@ -111,15 +111,40 @@ def test_a_script_name_hints_at_utils_python() -> None:
     assert "train.py:FUNCTION" in (e.value.hint or "") and "utils.python" in (e.value.hint or "")
 
 
-def test_a_project_components_package_cannot_shadow_builtins(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "components").mkdir()
-    (tmp_path / "components" / "__init__.py").write_text("")
-    (tmp_path / "components" / "utils.py").write_text("raise RuntimeError('shadow ran')\n")
-    for name in [m for m in sys.modules if m == "components" or m.startswith("components.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ComponentError, match="shadows trainlaunch's builtin components"):
-        find_component("utils.echo")
+def test_a_project_components_package_and_the_builtins_live_side_by_side(tmp_path: Path) -> None:
+    # the builtins are trainlaunch.components: a project's own `components` package is the
+    # user's, importable by its name, and never hides utils.echo or dist.ddp
+    project = tmp_path / "project"
+    (project / "components").mkdir(parents=True)
+    (project / "components" / "__init__.py").write_text("")
+    (project / "components" / "utils.py").write_text("raise RuntimeError('user utils ran')\n")
+    (project / "components" / "train.py").write_text(
+        textwrap.dedent("""
+            from trainlaunch.specs import AppDef, Role
+
+            def job(steps: int = 1) -> AppDef:
+                \"\"\"The project's own component.\"\"\"
+                return AppDef("job", [Role("trainer", "python", ["-c", f"print({steps})"])])
+        """)
+    )
+    code = textwrap.dedent("""
+        import json
+        from trainlaunch.resolver import find_component
+        own = find_component("components.train.job").materialize(["--steps", "3"])
+        echo = find_component("utils.echo").materialize(["--msg", "hi"])
+        ddp = find_component("dist.ddp").materialize(["train.py"])
+        import components, trainlaunch.components
+        print(json.dumps([own.roles[0].args, echo.roles[0].args, ddp.roles[0].name,
+                          components.__file__, trainlaunch.components.__file__]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    own_args, echo_args, ddp_role, user_pkg, builtin_pkg = json.loads(proc.stdout)
+    assert own_args == ["-c", "print(3)"]
+    assert "hi" in echo_args
+    assert ddp_role
+    assert Path(user_pkg).parent == project / "components"
+    assert Path(builtin_pkg).parent != project / "components"
 
 
 # --- file components ------------------------------------------------------------------------

@@ -171,11 +171,10 @@ def _print_dryrun(info: Any, as_json: bool, show_secrets: bool) -> None:
         [] if show_secrets or info.app is None else secret_values(r.env for r in info.app.roles)
     )
     if as_json:
-        request = info.request
         doc: dict[str, Any] = {"scheduler": info.scheduler, "app_id": info.app_id}
-        if isinstance(request, dict) and "replicas" in request:
+        if info.replicas:
             doc["replicas"] = [
-                {**r, "env": redact_env(r["env"], show_secrets)} for r in request["replicas"]
+                {**r.to_dict(), "env": redact_env(r.env, show_secrets)} for r in info.replicas
             ]
         else:
             doc["request"] = mask_text(str(info), hidden)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from trainlaunch.cli import output
@@ -13,13 +15,22 @@ from trainlaunch.cli import output
 def command(scheduler: str | None, as_json: bool) -> None:
     """Show the typed options (--cfg keys) of one or every scheduler backend."""
     from trainlaunch.runner import get_runner
+    from trainlaunch.specs import runopts
 
     with get_runner() as runner:
         table = (
-            {scheduler: runner.scheduler_run_opts(scheduler)} if scheduler else runner.run_opts()
+            {scheduler: runner.scheduler_run_opts(scheduler)}
+            if scheduler
+            else runner.backend_run_opts()
         )
-    doc = {
-        name: {
+    doc: dict[str, dict[str, Any] | None] = {}
+    broken: dict[str, str] = {}
+    for name, opts in table.items():
+        if not isinstance(opts, runopts):  # shown with its error, never silently left out
+            broken[name] = opts.message
+            doc[name] = None
+            continue
+        doc[name] = {
             key: {
                 "type": opt.type_name,
                 "default": opt.default,
@@ -28,15 +39,18 @@ def command(scheduler: str | None, as_json: bool) -> None:
             }
             for key, opt in opts
         }
-        for name, opts in table.items()
-    }
     if as_json:
+        for message in broken.values():
+            output.narrate(f"warning: {message}")
         output.emit_json(doc)
         return
     lines = []
-    for name, opts in doc.items():
+    for name, maybe in doc.items():
+        if maybe is None:
+            lines.append(f"{name}: cannot be loaded\n      {broken[name]}")
+            continue
         lines.append(f"{name}:")
-        for key, o in opts.items():
+        for key, o in maybe.items():
             req = " (required)" if o["required"] else ""
             default = f" [default: {o['default']}]" if o["default"] is not None else ""
             lines.append(f"  {key} ({o['type']}){req}{default}\n      {o['help']}")

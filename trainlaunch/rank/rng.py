@@ -87,7 +87,8 @@ def derive_seed(seed: int, rank: int) -> int:
     if rank < 0:
         raise ValueError(f"rank must be >= 0, got {rank}")
     payload = seed.to_bytes(8, "big") + rank.to_bytes(8, "big")
-    return int.from_bytes(hashlib.blake2b(payload, digest_size=8, person=b"tl-rank-seed").digest())
+    digest = hashlib.blake2b(payload, digest_size=8, person=b"tl-rank-seed").digest()
+    return int.from_bytes(digest, "big")  # byteorder is required on Python 3.10
 
 
 def _numpy_seed(seed: int) -> int | list[int]:

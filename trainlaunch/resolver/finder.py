@@ -2,7 +2,8 @@
 
 1. an entry point in group ``trainlaunch.components`` (``name = "module:function"``); an entry
    point can never hide a builtin (TorchX #695 hid all builtins once any plugin existed);
-2. a builtin ``module.function`` from the top-level ``components`` package next to trainlaunch;
+2. a builtin ``module.function`` from ``trainlaunch.components`` (the repo's components/ folder,
+   installed under trainlaunch's namespace, so a project's own ``components`` never meets it);
 3. any importable ``pkg.mod.fn`` or ``pkg.mod:fn`` (sys.path, then the current directory);
 4. ``path/to/file.py:fn`` (relative to cwd, or absolute), loaded as a real module with its
    directory on sys.path, so it can import its siblings; only that file is executed.
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 from trainlaunch.resolver.docstrings import first_line
 
 ENTRY_POINT_GROUP = "trainlaunch.components"
-BUILTIN_PACKAGE = "components"
+BUILTIN_PACKAGE = "trainlaunch.components"
 _FORMS = (
     "components are named 'module.function' (builtin, e.g. utils.echo), 'pkg.mod.fn' or "
     "'pkg.mod:fn' (importable), or 'path/to/file.py:fn'"
@@ -39,8 +40,14 @@ _FORMS = (
 
 
 def builtin_dir() -> Path:
-    """The builtin components folder: a sibling of the trainlaunch package (also in the wheel)."""
-    return Path(__file__).resolve().parents[2] / BUILTIN_PACKAGE
+    """The folder of ``trainlaunch.components`` (the repo's components/, or the wheel's copy)."""
+    spec = importlib.util.find_spec(BUILTIN_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ComponentError(
+            f"trainlaunch's builtin components ({BUILTIN_PACKAGE}) are not installed",
+            hint="install trainlaunch (pip install -e . in a checkout), not only put it on a path",
+        )
+    return Path(list(spec.submodule_search_locations)[0])
 
 
 def builtin_components() -> dict[str, str]:
@@ -156,37 +163,8 @@ def _not_found(name: str, builtins: dict[str, str], eps: dict[str, Any]) -> Comp
 
 def _from_builtin(name: str) -> Callable[..., Any]:
     modname, _, attr = name.rpartition(".")
-    expected = builtin_dir() / f"{modname}.py"
-    _check_builtin_package()
     module = _load(f"{BUILTIN_PACKAGE}.{modname}", f"builtin component {name!r}")
-    if not _same_file(getattr(module, "__file__", None), expected):
-        raise _shadowed(getattr(module, "__file__", "?"))
     return _function(name, module, attr)
-
-
-def _check_builtin_package() -> None:
-    """Make sure ``components`` is ours: a project's own components/ must not shadow it."""
-    here = builtin_dir()
-    pkg = sys.modules.get(BUILTIN_PACKAGE)
-    if pkg is None:
-        spec = importlib.util.find_spec(BUILTIN_PACKAGE)
-        if spec is None:  # trainlaunch imported from a path that does not list its parent
-            sys.path.append(str(here.parent))
-            importlib.invalidate_caches()
-            spec = importlib.util.find_spec(BUILTIN_PACKAGE)
-        locations = list(spec.submodule_search_locations or []) if spec else []
-    else:
-        locations = list(getattr(pkg, "__path__", []))
-    if not locations or not _same_file(locations[0], here):
-        raise _shadowed(locations[0] if locations else "(nowhere)")
-
-
-def _shadowed(where: str) -> ComponentError:
-    return ComponentError(
-        f"another 'components' package ({where}) shadows trainlaunch's "
-        f"builtin components ({builtin_dir()})",
-        hint="rename that package, or run trainlaunch from another directory",
-    )
 
 
 def _from_entry_point(name: str, ep: importlib.metadata.EntryPoint) -> Callable[..., Any]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from types import ModuleType
 from typing import Any
 
-from trainlaunch.errors import UsageError
+from trainlaunch.errors import SchedulerUnavailable, UsageError
 
 DEFAULT_SCHEDULER = "local"
 
@@ -55,7 +56,25 @@ def canonical_name(name: str) -> str:
     return ALIASES.get(name, name)
 
 
+def _module(name: str) -> ModuleType:
+    path = module_for(name)
+    try:
+        module = importlib.import_module(path)
+        module.create_scheduler  # noqa: B018 - a module without it is as broken as a failed import
+    except Exception as e:  # noqa: BLE001 - a plugin's bug or missing dependency, named below
+        raise SchedulerUnavailable(
+            f"scheduler {name!r} cannot be loaded from {path}: {type(e).__name__}: {e}",
+            hint="reinstall the package that provides it, or run with --debug for the traceback",
+        ) from e
+    return module
+
+
+def accepted_params(name: str) -> frozenset[str] | None:
+    """The create_scheduler params a backend declares (SCHEDULER_PARAMS; None: undeclared)."""
+    declared = getattr(_module(name), "SCHEDULER_PARAMS", None)
+    return frozenset(declared) if declared is not None else None
+
+
 def get_scheduler(name: str, session_name: str, **params: Any) -> Any:
-    """Import the backend module and create its scheduler."""
-    module = importlib.import_module(module_for(name))
-    return module.create_scheduler(session_name, **params)
+    """Import the backend module and create its scheduler (SchedulerUnavailable if it can't)."""
+    return _module(name).create_scheduler(session_name, **params)

@@ -31,6 +31,16 @@ from trainlaunch.specs import (
 from trainlaunch.stacks import RankStack
 
 
+def check_params(backend: str, params: Mapping[str, Any], accepted: frozenset[str]) -> None:
+    """The one rule for create_scheduler's params: an unknown one is a UsageError."""
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise UsageError(
+            f"unknown {backend} scheduler parameter(s): {', '.join(unknown)}; "
+            f"valid: {', '.join(sorted(accepted)) or '(none)'}"
+        )
+
+
 class Stream(str, enum.Enum):
     """Which output stream of a replica to read."""
 
@@ -117,9 +127,13 @@ class Scheduler(abc.ABC):
     def describe(self, app_id: str) -> DescribeAppResponse:
         """Status and recorded definition of one app; AppNotFound if unknown."""
 
+    def session_of(self, app_id: str) -> str | None:
+        """The session the app was submitted in, as its handle shows it (None: not recorded)."""
+        return None
+
     @abc.abstractmethod
     def list(self) -> list[ListAppResponse]:
-        """The apps this backend knows that trainlaunch started."""
+        """The apps this backend knows that trainlaunch started, newest first (created, app id)."""
 
     @abc.abstractmethod
     def cancel(self, app_id: str) -> None:

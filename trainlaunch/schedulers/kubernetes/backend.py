@@ -21,8 +21,14 @@ from typing import Any
 
 from trainlaunch import settings, store
 from trainlaunch.errors import AppNotFound, SchedulerError, UsageError
-from trainlaunch.handles import make_app_handle
-from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.handles import make_app_handle, parse_app_handle
+from trainlaunch.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    check_params,
+)
 from trainlaunch.schedulers.kubernetes import metrics as k8s_metrics
 from trainlaunch.schedulers.kubernetes import status as st
 from trainlaunch.schedulers.kubernetes.checks import check_manifests, is_dns_label
@@ -288,8 +294,23 @@ class KubernetesScheduler(Scheduler):
             },
         )
 
+    def session_of(self, app_id: str) -> str | None:
+        """The session in the handle the app's pods were given (None once it is stopped)."""
+        ns, name = parse_app_id(app_id)
+        try:
+            jobs = self._jobs(self._api(), ns, name, app_id)
+        except AppNotFound:
+            return None  # describe says whether it is unknown or was stopped
+        spec = jobs[0].get("spec", {}).get("template", {}).get("spec", {})
+        for container in spec.get("containers") or []:
+            for var in container.get("env") or []:
+                if var.get("name") == settings.HANDLE and var.get("value"):
+                    with contextlib.suppress(UsageError):
+                        return parse_app_handle(var["value"]).session
+        return None
+
     def list(self) -> list[ListAppResponse]:
-        """trainlaunch's apps in the namespace, oldest first."""
+        """trainlaunch's apps in the namespace, newest first (as every backend)."""
         ns = self.namespace or resolve_context(self.kubeconfig, self.context)[1]
         by_app: dict[str, Objects] = {}
         for job in self._api().list("Job", ns, f"{LABEL_MANAGED_BY}=trainlaunch"):
@@ -325,7 +346,7 @@ class KubernetesScheduler(Scheduler):
                         created=rec.get("stopped"),
                     )
                 )
-        return sorted(rows, key=lambda r: (r.created or 0.0, r.app_id))
+        return sorted(rows, key=lambda r: (r.created or 0.0, r.app_id), reverse=True)
 
     def cancel(self, app_id: str) -> None:
         """Delete the app's Jobs (pods go with them: background propagation) and Services."""
@@ -472,12 +493,11 @@ def _ann(obj: Mapping[str, Any], key: str) -> str:
     return str((obj.get("metadata", {}).get("annotations") or {}).get(key) or "")
 
 
+# create_scheduler's params (the runner passes each backend only its own)
+SCHEDULER_PARAMS = frozenset({"context", "kubeconfig", "namespace"})
+
+
 def create_scheduler(session_name: str, **params: Any) -> KubernetesScheduler:
-    """The registry's entry point; params: context, kubeconfig, namespace."""
-    unknown = set(params) - {"context", "kubeconfig", "namespace"}
-    if unknown:
-        raise UsageError(
-            f"unknown kubernetes scheduler parameter(s): {', '.join(sorted(unknown))}; "
-            "valid: context, kubeconfig, namespace"
-        )
+    """The registry's entry point; params: context, kubeconfig, namespace (others: UsageError)."""
+    check_params(BACKEND, params, SCHEDULER_PARAMS)
     return KubernetesScheduler(session_name, **params)

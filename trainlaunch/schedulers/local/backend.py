@@ -21,29 +21,47 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import settings, snapshot, store
+from trainlaunch.devices import visible_gpus
 from trainlaunch.errors import AppNotFound, SchedulerError, StoreError, UsageError
 from trainlaunch.handles import check_app_id, make_app_handle
-from trainlaunch.runopts import at_least, existing_dir
-from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.options import at_least, existing_dir
+from trainlaunch.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    check_params,
+)
 from trainlaunch.schedulers.local import hangs as local_hangs
 from trainlaunch.schedulers.local import index as app_index
 from trainlaunch.schedulers.local import slots as local_slots
 from trainlaunch.schedulers.local import state as local_state
 from trainlaunch.schedulers.local import watchdog as local_watchdog
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files, time_span
-from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, CfgVal, macros, runopts
+from trainlaunch.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaPlan,
+    macros,
+    runopts,
+)
 from trainlaunch.stacks import RankStack
 from trainlaunch.sweeps import check_sweep_id
 
 BACKEND = "local"
 DEFAULT_MAX_REQUEUES = 3
 MAX_LOCAL_REPLICAS = 1024  # replicas are processes of this one machine
-DRYRUN_RANKS_SHOWN = 4  # a node's rank plan in --dryrun: the first ranks and the last one
-DRYRUN_PLANS_SHOWN = 3  # rank plans in --dryrun: of the first nodes and the last one
+
+
+# create_scheduler's params (the runner passes each backend only its own)
+SCHEDULER_PARAMS = frozenset({"environ"})  # environ: the environment to read instead of os.environ
 
 
 def create_scheduler(session_name: str, **params: Any) -> LocalScheduler:
-    """Registry entry point."""
+    """Registry entry point; an unknown param is a UsageError."""
+    check_params(BACKEND, params, SCHEDULER_PARAMS)
     return LocalScheduler(session_name, **params)
 
 
@@ -52,20 +70,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def visible_gpu_count(cfg: Mapping[str, CfgVal]) -> int:
-    """GPUs visible here: the gpu_count option, $TRAINLAUNCH_GPU_COUNT, else nvidia-smi."""
-    if cfg.get("gpu_count") is not None:
-        return int(cfg["gpu_count"])  # type: ignore[arg-type]
-    env = os.environ.get(settings.GPU_COUNT)
-    if env:
-        return int(env)
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
 class LocalScheduler(Scheduler):
@@ -117,7 +121,8 @@ class LocalScheduler(Scheduler):
         opts.add(
             "gpu_count",
             int,
-            "number of visible GPUs (default: $TRAINLAUNCH_GPU_COUNT or nvidia-smi -L)",
+            "number of visible GPUs (default: CUDA_VISIBLE_DEVICES, $TRAINLAUNCH_GPU_COUNT or "
+            "nvidia-smi -L)",
             check=at_least(0),
         )
         opts.add(
@@ -188,14 +193,15 @@ class LocalScheduler(Scheduler):
                 if snap is not None:
                     replica_cwd, cmd, env = snapshot.relocate(snap, snap_dir, cmd, env, os.environ)
                 replicas.append(
-                    {
-                        "role": role.name,
-                        "replica_id": i,
-                        "cmd": list(cmd),
-                        "env": env,
-                        "cwd": replica_cwd,
-                        "log_dir": log_dir,
-                    }
+                    ReplicaPlan(
+                        role=role.name,
+                        replica_id=i,
+                        cmd=tuple(cmd),
+                        env=env,
+                        cwd=replica_cwd,
+                        log_dir=log_dir,
+                        node_agent=role.node_agent,
+                    )
                 )
         request = {
             "version": store.RECORD_VERSION,
@@ -207,7 +213,7 @@ class LocalScheduler(Scheduler):
             "cwd": cwd,
             "grace_period": float(cfg.get("grace_period") or 10.0),  # type: ignore[arg-type]
             "max_requeues": int(cfg.get("max_requeues") or 0),  # type: ignore[arg-type]
-            "replicas": replicas,
+            "replicas": [p.to_dict() for p in replicas],
         }
         if snap is not None:
             request["snapshot"] = {**snap.to_dict(), "path": snap_dir, "file_list": snap.files}
@@ -224,6 +230,7 @@ class LocalScheduler(Scheduler):
             cfg=dict(cfg),
             scheduler=BACKEND,
             app_id=app_id,
+            replicas=tuple(replicas),
         )
 
     def _gpu_slices(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[tuple[str, int], str]:
@@ -235,18 +242,19 @@ class LocalScheduler(Scheduler):
         ]
         if not wanted or cfg.get("auto_set_cuda_visible_devices") is False:
             return {}
-        count = visible_gpu_count(cfg)
-        if count == 0:
+        count = cfg.get("gpu_count")
+        gpus = visible_gpus(self.environ, None if count is None else int(count))  # type: ignore[arg-type]
+        if not gpus:
             return {}
         need = sum(g for _, _, g in wanted)
-        if need > count:
+        if need > len(gpus):
             raise SchedulerError(
-                f"the app asks for {need} GPUs in total but {count} are visible",
+                f"the app asks for {need} GPUs in total but {len(gpus)} are visible",
                 hint="lower --gpu/--nproc, or set cfg auto_set_cuda_visible_devices=false",
             )
         slices, nxt = {}, 0
         for role, i, g in wanted:
-            slices[(role, i)] = ",".join(str(d) for d in range(nxt, nxt + g))
+            slices[(role, i)] = ",".join(gpus[nxt : nxt + g])
             nxt += g
         return slices
 
@@ -307,6 +315,11 @@ class LocalScheduler(Scheduler):
             app_id=app_id, status=status, app=app, cfg=request.get("cfg") or {}, metadata=meta
         )
 
+    def session_of(self, app_id: str) -> str | None:
+        """The session recorded in app.json (AppNotFound if there is no such app)."""
+        session = read_request(self._dir(app_id)).get("session")
+        return session if isinstance(session, str) and session else None
+
     def list(self) -> list[ListAppResponse]:
         """Every app in the store, newest first; unreadable records are listed as such."""
         rows = []
@@ -330,6 +343,8 @@ class LocalScheduler(Scheduler):
             handle = make_app_handle(BACKEND, self.session_name, entry.name)
             try:
                 request = read_request(path)
+                if isinstance(request.get("session"), str) and request["session"]:
+                    handle = make_app_handle(BACKEND, request["session"], entry.name)
                 status = local_state.derive_status(path, request)
                 created = request.get("created")
                 if isinstance(created, bool) or not isinstance(created, (int, float)):
@@ -482,52 +497,13 @@ def format_request(request: Mapping[str, Any]) -> str:
     lines = [f"# local app {request['app_id']} ({request['handle']})", f"# cwd: {request['cwd']}"]
     if request.get("snapshot"):
         lines.append(f"# snapshot: {snapshot.summary(request['snapshot'])}")
-    replicas = request["replicas"]
-    planned = {*range(DRYRUN_PLANS_SHOWN - 1), len(replicas) - 1}  # a big app stays cheap
-    for n, r in enumerate(replicas):
+    for r in request["replicas"]:
         lines.append(f"\n[{r['role']}/{r['replica_id']}]")
         env = r["env"]
         for k in sorted(env):
             lines.append(f"  {k}={shlex.quote(env[k])}")
         lines.append("  $ " + " ".join(shlex.quote(a) for a in r["cmd"]))
-        plan = _rank_plan(r) if n in planned else []
-        if not plan and n == DRYRUN_PLANS_SHOWN - 1 and _is_agent(r["cmd"]):
-            plan = [
-                f"  (rank plans of replicas {n}-{len(replicas) - 2} left out: the same pattern)"
-            ]
-        lines.extend(plan)
     return "\n".join(lines)
-
-
-def _is_agent(cmd: list[str]) -> bool:
-    return "-m" in cmd[1:3] and "trainlaunch.agent" in cmd[1:3]
-
-
-def _rank_plan(replica: Mapping[str, Any]) -> list[str]:
-    """For node agents (dist.ddp), what every rank of this node will receive."""
-    cmd = replica["cmd"]
-    if not _is_agent(cmd):
-        return []
-    try:
-        from trainlaunch.agent.plan import describe_nodes, rank_envs
-    except ImportError:
-        return []
-    agent_args = list(cmd[cmd.index("trainlaunch.agent") + 1 :])
-    out = [f"  # {describe_nodes(agent_args, replica['env'])}"]
-    ranks = rank_envs(agent_args, replica["env"], max_ranks=DRYRUN_RANKS_SHOWN)
-    for n, rank in enumerate(ranks):
-        lr = rank.get("local_rank")
-        if n and isinstance(lr, int) and lr - ranks[n - 1]["local_rank"] > 1:
-            skipped = lr - ranks[n - 1]["local_rank"] - 1
-            out.append(f"  ... {skipped} more ranks like these (local {lr - skipped}-{lr - 1})")
-        env = rank.get("env", {})
-        out.append(
-            f"  rank {rank.get('rank')} (local {rank.get('local_rank')}): "
-            + " ".join(f"{k}={v}" for k, v in sorted(env.items()))
-        )
-        if "argv" in rank:
-            out.append(f"    argv: {rank['argv']}")
-    return out
 
 
 __all__ = ["LocalScheduler", "create_scheduler", "format_request"]

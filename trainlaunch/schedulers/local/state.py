@@ -87,7 +87,7 @@ def _str(value: Any) -> str:
 
 def _agent_restarts(request: Mapping[str, Any], plan: Mapping[str, Any]) -> int:
     """Worker-group restarts a node agent recorded in its agent.json (0 if none)."""
-    if not request.get("app_dir") or "trainlaunch.agent" not in plan.get("cmd", [])[1:3]:
+    if not request.get("app_dir") or plan.get("node_agent") is not True:
         return 0
     rec = store.read_json_or_none(Path(request["app_dir"]) / plan["log_dir"] / "agent.json")
     restarts = rec.get("restarts") if isinstance(rec, dict) else 0

@@ -27,7 +27,13 @@ from trainlaunch.errors import (
     UsageError,
 )
 from trainlaunch.handles import check_app_id, make_app_handle
-from trainlaunch.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from trainlaunch.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    check_params,
+)
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files
 from trainlaunch.schedulers.slurm import stacks as slurm_stacks
 from trainlaunch.schedulers.slurm import status as slurm_status
@@ -59,8 +65,13 @@ CANCEL_TIMEOUT_S = 60.0  # scancel -> terminal state (Slurm's KillWait is 30 s b
 NO_ACCOUNTING = "accounting storage is disabled"
 
 
+# create_scheduler's params (the runner passes each backend only its own)
+SCHEDULER_PARAMS = frozenset({"environ"})  # environ: the environment to read instead of os.environ
+
+
 def create_scheduler(session_name: str, **params: Any) -> SlurmScheduler:
-    """Registry entry point."""
+    """Registry entry point; an unknown param is a UsageError."""
+    check_params(BACKEND, params, SCHEDULER_PARAMS)
     return SlurmScheduler(session_name, **params)
 
 
@@ -335,6 +346,11 @@ class SlurmScheduler(Scheduler):
         check_app_id(app_id)
         return self._describe(app_id, self._record(app_id))
 
+    def session_of(self, app_id: str) -> str | None:
+        """The session in trainlaunch's record of the job (None for jobs it did not start)."""
+        session = (self._record(check_app_id(app_id)) or {}).get("session")
+        return session if isinstance(session, str) and session else None
+
     def list(self) -> list[ListAppResponse]:
         """trainlaunch's Slurm apps from the index, states refreshed in one query each."""
         index = self._home() / "slurm" / "index"
@@ -443,13 +459,18 @@ class SlurmScheduler(Scheduler):
     ) -> Iterator[str]:
         """Lines of replica k's files; with should_tail, follow until the job ends.
 
-        since/until are not supported (the files carry no timestamps) and are ignored.
+        since/until are refused (UsageError): the files carry no timestamps.
         """
+        if since is not None or until is not None:
+            raise UsageError(
+                "logs --since/--until are not supported on slurm: its log files carry no "
+                "timestamps",
+                hint="drop --since/--until (--regex filters lines)",
+            )
         files = self.log_files(app_id, role_name, k, streams) or []
         if not should_tail:
-            yield from read_lines(files, regex)
-            return
-        yield from follow_lines(files, regex, lambda: self.status(app_id).is_terminal)
+            return read_lines(files, regex)
+        return follow_lines(files, regex, lambda: self.status(app_id).is_terminal)
 
     def stacks(self, app_id: str, native: bool = False) -> builtins.list[RankStack]:
         """Every rank's stack: one ``srun --overlap`` step runs py-spy on each node."""
