@@ -326,17 +326,7 @@ def _checked(key: str, value: Any, origin: str) -> Any:
 
 
 def _parse_env(key: str, var: str, raw: str) -> Any:
-    if key in ("seed", "export_rank"):
-        try:
-            return int(raw)
-        except ValueError:
-            raise UsageError(f"{var} must be an integer, got {raw!r}") from None
-    if key == "export_sample_rate":
-        try:
-            return float(raw)
-        except ValueError:
-            raise UsageError(f"{var} must be a number, got {raw!r}") from None
-    return raw
+    return settings.parse_env_value(var, raw)
 
 
 def _option_value(where: str, dotted: str, value: Any) -> Any:

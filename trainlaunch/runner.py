@@ -373,7 +373,7 @@ def _with_rank_plans(info: AppDryRunInfo) -> AppDryRunInfo:
     agents = [r for r in info.replicas if r.node_agent]
     if not agents:
         return info
-    from trainlaunch.agent.plan import rank_envs  # the agent plans; no backend imports it
+    from trainlaunch.agent.dryrun import rank_envs  # the agent plans; no backend imports it
 
     planned = {*range(DRYRUN_PLANS_SHOWN - 1), len(agents) - 1}  # a big app stays cheap
     notes = []

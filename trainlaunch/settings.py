@@ -121,10 +121,10 @@ class RankSettings:
         """Read the injected settings; missing variables take the defaults above."""
         env = os.environ if environ is None else environ
         return cls(
-            seed=_parse_int(env, SEED, None),
+            seed=_from_env(env, SEED, None),
             export_strategy=env.get(EXPORT_STRATEGY) or DEFAULT_STRATEGY,
-            export_rank=_parse_int(env, EXPORT_RANK, 0) or 0,
-            export_sample_rate=_parse_float(env, EXPORT_SAMPLE_RATE, 1.0),
+            export_rank=_from_env(env, EXPORT_RANK, 0) or 0,
+            export_sample_rate=_from_env(env, EXPORT_SAMPLE_RATE, 1.0),
             metrics_path=env.get(METRICS_PATH) or None,
         )
 
@@ -155,24 +155,26 @@ def validate(s: RankSettings) -> None:
         raise UsageError(f"export sample rate must be in [0, 1], got {rate}")
 
 
-def _parse_int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+_ENV_TYPES: dict[str, type] = {SEED: int, EXPORT_RANK: int, EXPORT_SAMPLE_RATE: float}
+
+
+def parse_env_value(name: str, raw: str) -> Any:
+    """One parser for a rank setting's variable (the launcher's config and from_env use it)."""
+    kind = _ENV_TYPES.get(name, str)
+    if kind is str:
+        return raw
+    try:
+        return kind(raw.strip())
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise UsageError(f"{name} must be {what}, got {raw!r}") from None
+
+
+def _from_env(env: Mapping[str, str], name: str, default: Any) -> Any:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise UsageError(f"{name} must be an integer, got {raw!r}") from None
-
-
-def _parse_float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return float(raw.strip())
-    except ValueError:
-        raise UsageError(f"{name} must be a number, got {raw!r}") from None
+    return parse_env_value(name, raw)
 
 
 def check_strategy_module(strategy: str, search_path: Sequence[str]) -> None:

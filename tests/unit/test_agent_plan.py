@@ -8,7 +8,8 @@ import pytest
 
 from trainlaunch import settings
 from trainlaunch.agent import flags
-from trainlaunch.agent.plan import choose_engine, plan_node, rank_envs
+from trainlaunch.agent.dryrun import rank_envs
+from trainlaunch.agent.plan import choose_engine, plan_node
 from trainlaunch.agent.torchrun import torchrun_argv
 from trainlaunch.errors import UsageError
 

@@ -11,6 +11,7 @@ from trainlaunch.agent import flags, workers
 from trainlaunch.agent.plan import TORCHRUN, choose_engine, node_environ, plan_node
 from trainlaunch.agent.state import AgentRecord, agent_file
 from trainlaunch.errors import UsageError
+from trainlaunch.procs import keep_files_private
 
 
 def exec_torchrun(args: flags.AgentArgs, reason: str) -> None:
@@ -43,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             exec_torchrun(args, reason)
         plan = plan_node(args, os.environ)
         # the agent's own files (agent.json, per-rank logs) are private; ranks keep the umask
-        workers.USER_UMASK = os.umask(0o077)
+        workers.USER_UMASK = keep_files_private()
     except UsageError as e:
         hint = f"\nhint: {e.hint}" if e.hint else ""
         os.write(2, f"trainlaunch.agent: error: {e}{hint}\n".encode())

@@ -1,7 +1,7 @@
 """What one node runs: the engine, the rendezvous, and each rank's torchrun-2.13 environment.
 
 Pure functions of the agent's flags and the replica's environment, so that ``--dryrun`` can
-show per rank what it will receive (:func:`rank_envs`) and tests can check the contract
+show per rank what it will receive (``dryrun.rank_envs``) and tests can check the contract
 without starting anything. The rendezvous rules mirror ``torch.distributed.run.run()``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from trainlaunch import settings
@@ -256,43 +256,3 @@ def shown_local_ranks(nproc: int, limit: int | None) -> list[int]:
     if limit is None or nproc <= limit:
         return list(range(nproc))
     return [*range(max(limit - 1, 0)), nproc - 1]
-
-
-def rank_envs(
-    agent_args: Sequence[str],
-    replica_env: Mapping[str, str],
-    python: str | None = None,
-    max_ranks: int | None = None,
-) -> list[dict[str, Any]]:
-    """Per rank of this node: rank, local_rank, argv and the variables the agent adds.
-
-    For ``--dryrun``: values only known at start time are shown as ``<...>`` placeholders.
-    Ranks of an elastic (torchrun) world are assigned at rendezvous: ``rank`` is None.
-    With max_ranks, only :func:`shown_local_ranks` are planned (a big node stays cheap).
-    """
-    from trainlaunch.agent.torchrun import torchrun_plan
-
-    args = flags.parse(agent_args, replica_env)
-    engine, _ = choose_engine(args)
-    if engine == TORCHRUN:
-        return torchrun_plan(args, replica_env, python, max_ranks)
-    plan = plan_node(args, replica_env, python)
-    inherited = node_environ(args, plan.nproc, replica_env)  # shown too: every rank gets them
-    node_env = {**replica_env, **inherited}
-    base = args.log_dir or replica_env.get(settings.REPLICA_LOG_DIR) or "<log_dir>"
-    run_id = plan.run_id or "<uuid4>"
-    port = plan.master_port if plan.master_port is not None else "<free port>"
-    out = []
-    for lr in shown_local_ranks(plan.nproc, max_ranks):
-        err = f"{base}/{run_id}_<rand>/attempt_0/{lr}/error.json"
-        env = {**inherited, **worker_env(plan, lr, 0, port, run_id, err, node_env)}
-        out.append(
-            {
-                "rank": plan.rank(lr),
-                "local_rank": lr,
-                "engine": AGENT,
-                "argv": list(plan.command),
-                "env": env,
-            }
-        )
-    return out

@@ -12,7 +12,11 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+from trainlaunch import store
+from trainlaunch.errors import StoreError
 
 AGENT_FILE = "agent.json"
 VERSION = 1
@@ -34,16 +38,13 @@ def read_agent_state(replica_log_dir: str) -> dict[str, Any] | None:
 
 
 def write_atomic(path: str, data: Mapping[str, Any]) -> None:
-    """Replace path with data as JSON; readers never see half a record."""
+    """Replace path with data as JSON (store.write_json: fsynced, atomic); warn if it fails."""
     if os.path.exists(path) and not os.path.isfile(path):
         return  # e.g. TORCHELASTIC_ERROR_FILE=/dev/null: never replace a device
-    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, separators=(",", ":"), sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # the record is a convenience: never let it fail the training
+        store.write_json(Path(path), dict(data))
+    except StoreError as e:  # the record is a convenience: it must not fail the training
+        os.write(2, f"trainlaunch.agent: warning: {e}\n".encode())
 
 
 class AgentRecord:

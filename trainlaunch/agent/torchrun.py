@@ -14,6 +14,8 @@ from typing import Any
 
 from trainlaunch import settings
 from trainlaunch.agent import flags
+from trainlaunch.agent.devices import local_nproc
+from trainlaunch.agent.plan import shown_local_ranks, worker_command
 from trainlaunch.errors import UsageError
 
 
@@ -70,9 +72,6 @@ def torchrun_plan(
     max_ranks: int | None = None,
 ) -> list[dict[str, Any]]:
     """What the dryrun can say about ranks torchrun will start (ranks known only if static)."""
-    from trainlaunch.agent.devices import local_nproc
-    from trainlaunch.agent.plan import shown_local_ranks, worker_command
-
     values = torchrun_values(args, environ, None)
     lo, hi = flags.parse_nnodes(args.nnodes)
     static = lo == hi and values["rdzv_backend"] == "static" and not args.standalone

@@ -1,4 +1,4 @@
-"""Starting and stopping worker processes, and the rendezvous port reservation.
+"""Starting and stopping worker processes (the port reservation lives in trainlaunch.procs).
 
 Workers start as torchrun starts them (own session, so a signal reaches each whole process
 group) and additionally die with the agent: ``PR_SET_PDEATHSIG=SIGKILL`` on Linux, so no
@@ -7,37 +7,19 @@ rank outlives an agent that was SIGKILLed.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from trainlaunch.procs import killpg, reserve_port  # noqa: F401 (reserve_port: the agent's API)
+
 _PR_SET_PDEATHSIG = 1
 
 USER_UMASK = 0o022  # set by main() to the umask the agent was started with (ranks keep it)
-
-
-def reserve_port(host: str = "127.0.0.1") -> int:
-    """A free port, parked in TIME_WAIT so no plain bind (another job's) takes it for ~60 s.
-
-    Rank 0's TCPStore binds it with SO_REUSEADDR, which TIME_WAIT allows; meanwhile the
-    kernel does not hand it out for ``bind(0)``, so concurrent jobs never collide.
-    """
-    with socket.socket() as srv:
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind((host, 0))
-        srv.listen(1)
-        port = srv.getsockname()[1]
-        with socket.socket() as cli:
-            cli.connect((host, port))
-            conn, _ = srv.accept()
-            conn.close()  # the server side closes first: it is the one left in TIME_WAIT
-    return int(port)
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -96,8 +78,7 @@ class Worker:
 
     def signal_group(self, sig: int) -> None:
         """Send sig to the worker's process group (its children too), if any is left."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
+        killpg(self.proc.pid, sig)
 
 
 class Spawner:

@@ -7,7 +7,6 @@ import importlib
 import click
 
 from trainlaunch import settings
-from trainlaunch.cli.boundary import main  # noqa: F401 (console script entry point)
 
 # name -> (module, one-line help). Kept literal so `trainlaunch --help` imports nothing else.
 COMMANDS: dict[str, tuple[str, str]] = {

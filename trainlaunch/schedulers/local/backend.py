@@ -12,7 +12,6 @@ import builtins
 import contextlib
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from trainlaunch.devices import visible_gpus
 from trainlaunch.errors import AppNotFound, SchedulerError, StoreError, UsageError
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.options import at_least, existing_dir
+from trainlaunch.procs import reserve_port
 from trainlaunch.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -63,13 +63,6 @@ def create_scheduler(session_name: str, **params: Any) -> LocalScheduler:
     """Registry entry point; an unknown param is a UsageError."""
     check_params(BACKEND, params, SCHEDULER_PARAMS)
     return LocalScheduler(session_name, **params)
-
-
-def free_port() -> int:
-    """A TCP port that is free right now (for rank 0's rendezvous store)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalScheduler(Scheduler):
@@ -159,7 +152,7 @@ class LocalScheduler(Scheduler):
             paths = [p for text in env_paths for p in text.split(os.pathsep)]
             settings.check_strategy_module(str(strategy), [cwd, *paths])
         gpu_slices = self._gpu_slices(app, cfg)
-        port = str(free_port())
+        port = str(reserve_port())  # parked: no other job takes it before rank 0 binds it
         replicas = []
         for role in app.roles:
             for i in range(role.num_replicas):

@@ -18,6 +18,7 @@ from typing import Any
 
 from trainlaunch import settings, store
 from trainlaunch.errors import StoreError, UsageError
+from trainlaunch.procs import killpg
 from trainlaunch.specs import AppState, AppStatus, Attempt, ReplicaStatus, RoleStatus
 
 NEVER_STARTED_AFTER_S = 30.0  # a supervisor that has not shown up by then never will
@@ -412,14 +413,14 @@ def kill_replicas(path: Path, state: Mapping[str, Any] | None, grace: float) -> 
             groups.append(os.getpgid(pid))
     groups = sorted(set(groups) - {os.getpgrp()})
     for g in groups:
-        _killpg(g, signal.SIGTERM)
+        killpg(g, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while groups and time.monotonic() < deadline:
         groups = [g for g in groups if _group_alive(g)]
         if groups:
             time.sleep(0.02)
     for g in groups:
-        _killpg(g, signal.SIGKILL)
+        killpg(g, signal.SIGKILL)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -430,11 +431,6 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from trainlaunch import settings, store
 from trainlaunch.errors import StoreError
+from trainlaunch.procs import keep_files_private, killpg
 from trainlaunch.schedulers.local import slots
 from trainlaunch.schedulers.local.watchdog import Watchdog
 
@@ -262,7 +263,7 @@ class Supervisor:
             rep = self.by_pid.pop(pid, None)
             if rep is None:
                 continue
-            _killpg(pid, signal.SIGKILL)  # stragglers the replica left in its group
+            killpg(pid, signal.SIGKILL)  # stragglers the replica left in its group
             rep.ended = time.time()
             if os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
@@ -300,7 +301,7 @@ class Supervisor:
         """SIGTERM the running replicas, wait for the grace period, then SIGKILL."""
         running = [r for r in reps if r.pid in self.by_pid]
         for r in running:
-            _killpg(r.pid, signal.SIGTERM)  # type: ignore[arg-type]
+            killpg(r.pid, signal.SIGTERM)  # type: ignore[arg-type]
         deadline = time.monotonic() + self.grace
         while any(r.pid in self.by_pid for r in running):
             left = deadline - time.monotonic()
@@ -311,7 +312,7 @@ class Supervisor:
                 self.wait_signals(min(left, 0.5))
         for r in running:
             if r.pid in self.by_pid:
-                _killpg(r.pid, signal.SIGKILL)  # type: ignore[arg-type]
+                killpg(r.pid, signal.SIGKILL)  # type: ignore[arg-type]
         while any(r.pid in self.by_pid for r in running):
             self.reap()
             if any(r.pid in self.by_pid for r in running):
@@ -530,11 +531,6 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
-def _killpg(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
 def _remove(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
@@ -547,7 +543,7 @@ def main(argv: list[str]) -> int:
         return 2
     # everything the supervisor creates in the store is private; replicas get the user's umask
     global USER_UMASK
-    USER_UMASK = os.umask(0o077)
+    USER_UMASK = keep_files_private()
     sup = Supervisor(Path(argv[1]))
     try:
         return sup.run()
