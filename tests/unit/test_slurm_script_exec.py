@@ -8,7 +8,6 @@ quoting byte for byte, including arguments no fixed list would think of (hypothe
 from __future__ import annotations
 
 import os
-import string
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from hypothesis import strategies as st
 from trainlaunch import settings
 from trainlaunch.schedulers import get_scheduler
 from trainlaunch.schedulers.slurm.status import JobInfo, app_status, read_kv
-from trainlaunch.specs import AppDef, AppState, Role
+from trainlaunch.specs import AppDef, AppState, Role, macros
 
 JOB_ID = "4242"
 FAKE_SRUN = r"""#!/bin/bash
@@ -171,13 +170,35 @@ def test_any_text_arrives_as_the_macros_define_it(
     assert proc.returncode == 0, proc.stderr
     argv, env = dumped(tmp, "t", 0)
 
-    def expect(s: str) -> str:  # the macro contract: ${app_id}, ${replica_id}, $$ -> $
-        return string.Template(s).safe_substitute(
-            app_id=JOB_ID, replica_id="0", img_root="", rank0_env=settings.RANK0_HOST
-        )
+    # the oracle is the real substitution (macros.Values), not string.Template: the macro
+    # contract has no $$ escape (Template would turn "$$" into "$")
+    values = macros.Values(
+        img_root="", app_id=JOB_ID, replica_id="0", rank0_env=settings.RANK0_HOST
+    )
+    assert argv == [values.substitute(a) for a in args]
+    assert env["ODD"] == values.substitute(value)
 
-    assert argv == [expect(a) for a in args]
-    assert env["ODD"] == expect(value)
+
+# (given, what the replica receives): only the four ${name} macros change; "$$" and unknown
+# ${...} stay as they are. Pinned literally, independent of any substitution code.
+DOLLARS = [
+    ("a$$b", "a$$b"),
+    ("$$", "$$"),
+    ("${app_id}-$$", f"{JOB_ID}-$$"),
+    ("$${app_id}", f"${JOB_ID}"),
+    ("$${replica_id}$$", "$0$$"),
+    ("${nope} $HOME", "${nope} $HOME"),
+]
+
+
+def test_dollar_dollar_is_not_an_escape(tmp_path: Path, fakes: Path) -> None:
+    given = tuple(g for g, _ in DOLLARS)
+    role = Role("t", str(fakes / "dump"), given, env={"ODD": "$$${app_id}$$"})
+    proc = run_batch(AppDef("dollars", [role]), tmp_path, fakes)
+    assert proc.returncode == 0, proc.stderr
+    argv, env = dumped(tmp_path, "t", 0)
+    assert argv == [want for _, want in DOLLARS]
+    assert env["ODD"] == f"$${JOB_ID}$$"
 
 
 def test_runner_injection_reaches_every_replica(tmp_path: Path, fakes: Path) -> None:
