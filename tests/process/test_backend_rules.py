@@ -93,3 +93,12 @@ def test_slurm_refuses_since_and_until_like_a_usage_error() -> None:
     for kw in ({"since": 1.0}, {"until": 2.0}):
         with pytest.raises(UsageError, match="not supported on slurm"):
             create_scheduler("s").log_iter("123", "role", 0, **kw)  # refused before any I/O
+
+
+def test_dryrun_shows_the_rank_plan_of_node_agents_only(cli: CLI) -> None:
+    ddp = cli("run", "--dryrun", "dist.ddp", "--nproc-per-node", "2", "t.py", check=True).stdout
+    assert "[t/0 ranks]" in ddp and "rank 1 (local 1):" in ddp and "WORLD_SIZE=2" in ddp
+    doc = json.loads(cli("run", "--dryrun", "--json", "dist.ddp", "t.py", check=True).stdout)
+    assert doc["replicas"][0]["node_agent"] is True
+    echo = cli("run", "--dryrun", "utils.echo", check=True).stdout
+    assert "ranks]" not in echo
