@@ -8,7 +8,6 @@ recorded worker process groups as a last resort; its ``status`` shows restarts a
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
@@ -16,25 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import store
+from trainlaunch.agent_record import AGENT_FILE, agent_file, read_agent_state  # noqa: F401
 from trainlaunch.errors import StoreError
 
-AGENT_FILE = "agent.json"
 VERSION = 1
-
-
-def agent_file(replica_log_dir: str) -> str:
-    """Where a replica's agent.json lives."""
-    return os.path.join(replica_log_dir, AGENT_FILE)
-
-
-def read_agent_state(replica_log_dir: str) -> dict[str, Any] | None:
-    """The agent's last record for a replica (None if absent or unreadable)."""
-    try:
-        with open(agent_file(replica_log_dir), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def write_atomic(path: str, data: Mapping[str, Any]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import store
-from trainlaunch.agent.state import read_agent_state
+from trainlaunch.agent_record import read_agent_state
 from trainlaunch.schedulers.progress import (
     RankProgress,
     agent_ranks,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import store
-from trainlaunch.agent.state import read_agent_state
+from trainlaunch.agent_record import read_agent_state
 from trainlaunch.errors import SchedulerError, StoreError
 from trainlaunch.schedulers.progress import (
     RankProgress,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import settings, stacks, store
-from trainlaunch.agent.state import read_agent_state
+from trainlaunch.agent_record import read_agent_state
 from trainlaunch.errors import StoreError
 from trainlaunch.schedulers.progress import RankProgress, agent_ranks, duration
 from trainlaunch.schedulers.slurm.attempts import note_hang
