@@ -13,6 +13,7 @@ DDP = Role(
     name="trainer",
     entrypoint="/venv/bin/python",
     args=("-m", "trainlaunch.agent", "--nnodes", "2", "train.py"),
+    node_agent=True,  # what dist.ddp sets: the request says it runs the agent
     num_replicas=2,
     max_retries=2,
 )

@@ -25,7 +25,7 @@ LocalRank = RankProgress  # one rank of a local app
 
 
 def _is_agent(plan: Mapping[str, Any]) -> bool:
-    return "trainlaunch.agent" in list(plan.get("cmd", []))[1:3]
+    return plan.get("node_agent") is True  # the request says so (Role.node_agent)
 
 
 def app_ranks(

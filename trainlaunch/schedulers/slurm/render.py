@@ -314,7 +314,7 @@ def _watchdog_lines(app: AppDef, cfg: Mapping[str, CfgVal]) -> list[str]:
     on_hang = str(cfg.get("on_hang") or "none")
     if on_hang not in ("none", "stop", "restart"):
         raise UsageError(f"on_hang must be one of none, stop, restart, got {on_hang!r}")
-    agents = [r for r in app.roles if "trainlaunch.agent" in r.args[:2]]
+    agents = [r for r in app.roles if r.node_agent]
     if not agents:
         raise UsageError(
             "hang_timeout on slurm needs a dist.ddp role (its node agents record the ranks)"

@@ -49,7 +49,7 @@ def job_targets(job_dir: Path, app: AppDef) -> tuple[list[Target], list[str]]:
             workers = (agent or {}).get("workers") or []
             if not host or not workers:
                 why = "not started yet" if host else "not running yet"
-                if host and "trainlaunch.agent" not in role.args[:2]:
+                if host and not role.node_agent:
                     why = "not a dist.ddp node agent: its rank pids are not recorded"
                 notes.append(f"{role.name}/{k}: {why}")
                 continue
@@ -111,7 +111,7 @@ def hang_view(
 def node_python(app: AppDef) -> str:
     """The interpreter the node agents run with (it has trainlaunch and py-spy)."""
     for role in app.roles:
-        if "trainlaunch.agent" in role.args[:2]:
+        if role.node_agent:
             return role.entrypoint
     return "python3"
 
