@@ -29,6 +29,9 @@ LAYERS: dict[str, int] = {
     "procs": 4,  # process helpers shared by the supervisor and the agent
     "redact": 4,
     "metrics_reader": 4,
+    "metrics_summary": 5,  # the latest values per rank, on top of metrics_reader
+    "snapshot": 4,  # the code snapshot a local/Slurm app runs from
+    "rerun": 6,  # an app rebuilt from its record (what the runner reruns)
     "agent": 5,  # the node agent: the job-side program
     "resolver": 5,
     "schedulers": 5,
