@@ -42,3 +42,10 @@ def keep_files_private() -> int:
     processes they start get the returned umask back (``subprocess.Popen(umask=...)``).
     """
     return os.umask(0o077)
+
+
+def current_umask() -> int:
+    """This process's umask, unchanged (reading it means setting it: it is put back at once)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask

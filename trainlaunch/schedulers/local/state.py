@@ -236,7 +236,7 @@ def replica_outcomes(
             out[key] = {"state": rec["state"], "exit_code": _int(rec.get("exit_code"))}
             continue
         agent = None
-        if "trainlaunch.agent" in plan.get("cmd", [])[1:3]:
+        if plan.get("node_agent") is True:  # the request says so (Role.node_agent)
             agent = store.read_json_or_none(path / plan["log_dir"] / "agent.json")
         started = rec.get("started")
         if (

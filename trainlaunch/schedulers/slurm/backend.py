@@ -27,6 +27,7 @@ from trainlaunch.errors import (
     UsageError,
 )
 from trainlaunch.handles import check_app_id, make_app_handle
+from trainlaunch.procs import current_umask
 from trainlaunch.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -186,8 +187,7 @@ class SlurmScheduler(Scheduler):
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Submit held, create the job dir and the record, then release the job."""
         req: SlurmBatchRequest = dryrun_info.request
-        user_umask = os.umask(0o077)  # read it (there is no other way) and put it back
-        os.umask(user_umask)
+        user_umask = current_umask()
         out = run_slurm(
             ["sbatch", "--parsable", "--hold"],
             input=req.script,
