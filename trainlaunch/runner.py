@@ -374,6 +374,7 @@ def _with_rank_plans(info: AppDryRunInfo) -> AppDryRunInfo:
     if not agents:
         return info
     from trainlaunch.agent.dryrun import rank_envs  # the agent plans; no backend imports it
+    from trainlaunch.agent.plan import describe_nodes
 
     planned = {*range(DRYRUN_PLANS_SHOWN - 1), len(agents) - 1}  # a big app stays cheap
     notes = []
@@ -386,6 +387,7 @@ def _with_rank_plans(info: AppDryRunInfo) -> AppDryRunInfo:
             continue
         notes.append(f"\n[{replica.role}/{replica.replica_id} ranks]")
         agent_args = list(replica.cmd[1 + len(NODE_AGENT_ARGS) :])
+        notes.append(f"  # {describe_nodes(agent_args, replica.env)}")
         ranks = rank_envs(agent_args, replica.env, max_ranks=DRYRUN_RANKS_SHOWN)
         for i, rank in enumerate(ranks):
             lr = rank.get("local_rank")

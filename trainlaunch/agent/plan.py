@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainlaunch import settings
