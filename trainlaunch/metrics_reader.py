@@ -68,7 +68,7 @@ def find_metric_files(target: str) -> list[str]:
     Only regular files (or links to one) count: a directory, FIFO or device in place of a
     rank file is left out, so reading can neither hang nor run away.
     """
-    paths = _candidates(target)
+    paths = candidates(target)
     found = [p for p in paths if os.path.isfile(p)]
     if not found:
         odd = sorted(set(paths) - set(found))
@@ -80,7 +80,12 @@ def find_metric_files(target: str) -> list[str]:
     return sorted(found, key=_natural_key)  # rank2 before rank10
 
 
-def _candidates(target: str) -> list[str]:
+def skipped_files(target: str, files: Sequence[str]) -> list[str]:
+    """What ``target`` names that is not a regular file (reported, never read)."""
+    return sorted(set(candidates(target)) - set(files), key=_natural_key)
+
+
+def candidates(target: str) -> list[str]:
     if any(char in target for char in "*?["):
         return glob.glob(os.path.expanduser(target))
     if os.path.isdir(target):
@@ -88,7 +93,7 @@ def _candidates(target: str) -> list[str]:
     return [target] if os.path.lexists(target) else []
 
 
-def _too_deep(line: str) -> bool:
+def too_deep(line: str) -> bool:
     """True if the line nests arrays/objects deeper than MAX_DEPTH (a JSON bomb)."""
     if line.count("[") + line.count("{") <= MAX_DEPTH:
         return False
@@ -112,7 +117,7 @@ def _too_deep(line: str) -> bool:
     return False
 
 
-def _well_shaped(record: Mapping[str, Any]) -> bool:
+def well_shaped(record: Mapping[str, Any]) -> bool:
     """The header fields have the types the writer gives them (else the record is damaged)."""
     for key in ("step", "epoch"):
         value = record.get(key)
@@ -169,10 +174,10 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], int, int]:
         if not line.strip():
             continue
         try:
-            record = None if _too_deep(line) else json.loads(line)
+            record = None if too_deep(line) else json.loads(line)
         except (ValueError, RecursionError):
             record = None
-        if not isinstance(record, dict) or not _well_shaped(record):
+        if not isinstance(record, dict) or not well_shaped(record):
             # Only the last line can lack its newline: that is a write cut short by a crash.
             if line.endswith("\n"):
                 skipped += 1
@@ -195,7 +200,7 @@ def rank_of(record: Mapping[str, Any], path: str) -> RankKey:
 def read_metrics(target: str) -> MetricsData:
     """Read every metrics file at ``target`` (see :func:`find_metric_files`)."""
     data = MetricsData(files=find_metric_files(target))
-    data.skipped_files = sorted(set(_candidates(target)) - set(data.files), key=_natural_key)
+    data.skipped_files = skipped_files(target, data.files)
     for path in data.files:
         records, skipped, truncated = parse_lines(read_lines(path))
         data.skipped_lines += skipped

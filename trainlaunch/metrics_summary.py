@@ -24,15 +24,20 @@ from typing import Any
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.metrics_reader import (
+    MAX_DEPTH,
+    MAX_LINE_BYTES,
     MetricsData,
     RankKey,
     find_metric_files,
     rank_of,
     revive,
+    skipped_files,
+    too_deep,
+    well_shaped,
 )
 
 BLOCK = 1 << 20
-MAX_LINE = 16 << 20  # a longer "record" is counted as unparseable, never held in memory
+MAX_LINE = MAX_LINE_BYTES  # a longer "record" is damage (as in a full read), never held
 _loads: Callable[[bytes], Any]
 try:  # orjson is a dependency; json keeps this module working without it
     from orjson import loads as _loads
@@ -45,6 +50,7 @@ _SKIP = ("timestamp", "rank")  # header fields that are not shown as values
 def read_latest(target: str) -> MetricsData:
     """Per rank, one record of its latest values, from the metrics files at ``target``."""
     data = MetricsData(files=find_metric_files(target))
+    data.skipped_files = skipped_files(target, data.files)
     for path in data.files:  # in file order: a later file's values win, as in a full read
         latest, skipped, truncated = file_latest(path)
         data.skipped_lines += skipped
@@ -121,28 +127,33 @@ def file_latest(
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:
-    """One line as a JSON object, or None (orjson first; json for what only it accepts)."""
+    """One line as a well-shaped record, or None: the rules of metrics_reader.parse_lines."""
+    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and too_deep(
+        line.decode("utf-8", "replace")
+    ):
+        return None  # a bomb: its values would exhaust the stack later, when revived
     try:
         record = _loads(line)
     except ValueError:
-        try:
-            # bare NaN/Infinity tokens and bad UTF-8 (replaced), as a full read takes them
+        try:  # bare NaN/Infinity tokens and bad UTF-8 (replaced), as a full read takes them
             record = json.loads(line.decode("utf-8", "replace"))
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
-    return record if type(record) is dict else None
+    if type(record) is not dict or not well_shaped(record):
+        return None
+    return record
 
 
 def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> Iterator[bytes]:
     """The lines of a regular file, last first, each with its newline (the file's last line
     keeps its missing one); a line longer than ``max_line`` comes back as one unparseable line."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, /dev/zero never ends
-            raise UsageError(f"metrics file {path} is not a regular file")
-        f = open(path, "rb")  # noqa: SIM115 (closed below; a generator cannot use `with` well)
+    try:  # non-blocking and type-checked: a FIFO swapped in never blocks the reader
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        raise UsageError(f"cannot read metrics file {path}: {e.strerror}") from None
-    with f:
+        raise UsageError(f"cannot read metrics file {path}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"cannot read metrics file {path}: not a regular file")
         size = f.seek(0, os.SEEK_END)
         if size == 0:
             return
@@ -169,6 +180,6 @@ def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> 
             for part in reversed(parts):
                 yield part + newline
                 newline = b"\n"
-            if len(carry) > max_line:
-                yield b"\x00(line too long)\n"
+            if len(carry) > max_line:  # unterminated only if it is the file's last line
+                yield b"\x00(line too long)" + newline
                 carry, too_long, newline = b"", True, b"\n"
