@@ -108,7 +108,7 @@ def test_real_ddp_training_on_4_ranks(tmp_path: Path) -> None:
 
 
 def test_real_ddp_training_on_2_nodes_x_2(tmp_path: Path) -> None:
-    # two agents as two replicas: rank 0 (on node 0) hosts the store at the backend's port
+    # two agents as two replicas: node 0's agent hosts the store at the backend's port
     port = str(reserve_port())
     nodes = []
     for i in (0, 1):
@@ -293,7 +293,7 @@ def test_no_rank_outlives_a_sigkilled_agent(tmp_path: Path) -> None:
 
 
 def test_two_jobs_started_at_the_same_moment(tmp_path: Path) -> None:
-    # one rank each is enough: each job's rank 0 binds the port its agent reserved
+    # one rank each is enough: each job's agent hosts its store on its own free port
     nodes = []
     for i in (0, 1):
         (tmp_path / str(i)).mkdir()
@@ -312,7 +312,7 @@ def test_two_jobs_started_at_the_same_moment(tmp_path: Path) -> None:
         rc, _, err = node.wait()
         assert rc == 0, err
     ports = {n.record()["master_port"] for n in nodes}
-    assert len(ports) == 2  # each job reserved its own free port
+    assert len(ports) == 2  # each job's store got its own free port
 
 
 @pytest.mark.parametrize(

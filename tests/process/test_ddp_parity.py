@@ -116,6 +116,15 @@ def test_no_python(tmp_path: Path) -> None:
     assert_parity(theirs, ours)
 
 
+def test_agent_store_is_torchruns(tmp_path: Path) -> None:
+    """The agent hosts the c10d store as torchrun's agent does: no documented difference."""
+    theirs, ours = run_both(tmp_path, ["--nproc-per-node", "2", str(parity.DUMP)])
+    for key in theirs:
+        assert theirs[key]["env"]["TORCHELASTIC_USE_AGENT_STORE"] == "True"
+        assert ours[key]["env"]["TORCHELASTIC_USE_AGENT_STORE"] == "True"
+    assert "TORCHELASTIC_USE_AGENT_STORE" not in parity.DIFFERENCES
+
+
 def test_differences_table_is_what_docs_say() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "ddp.md").read_text()
     for name in parity.DIFFERENCES:

@@ -128,7 +128,7 @@ def test_rank_envs_is_torchruns_contract() -> None:
     }
     assert env["MASTER_PORT"] == "<free port>" and env["TORCHELASTIC_RUN_ID"] == "<uuid4>"
     assert env["TORCHELASTIC_ERROR_FILE"] == "/logs/r0/<uuid4>_<rand>/attempt_0/1/error.json"
-    assert env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
+    assert env["TORCHELASTIC_USE_AGENT_STORE"] == "True"  # the agent hosts it
     assert env["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
     assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
     assert "PYTHONUNBUFFERED" not in env

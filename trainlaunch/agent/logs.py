@@ -2,8 +2,9 @@
 
 Every stream of every worker goes through a pipe to the agent, which writes the bytes to
 ``<run_dir>/attempt_<n>/<local_rank>/{stdout,stderr}.log`` as they arrive (so the files
-always exist, whatever --tee/--redirects say) and whole lines to the console according to
-torchrun's rules. No polling: the agent's selector wakes on data (``logs -f`` latency).
+always exist, whatever --tee/--redirects say), whole lines of both to ``combined.log`` in
+the order they arrived (trainlaunch/interleave.py), and whole lines to the console
+according to torchrun's rules. No polling: the agent's selector wakes on data (``logs -f`` latency).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from string import Template
+
+from trainlaunch.interleave import Combined
 
 OUT, ERR = 1, 2  # torchrun's Std bits
 TAIL_LINES = 20  # stderr lines kept per rank for the root cause
@@ -107,9 +110,12 @@ class Stream:
         needles: Sequence[str] = (),
         keep_tail: bool = False,
         local_rank: int = -1,
+        combined: Combined | None = None,
+        std: int = OUT,
     ):
         self.fd = fd
         self.local_rank = local_rank
+        self.combined, self.std = combined, std
         self.file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) if path else -1
         self.console = console if mode != "none" else -1
         self.prefix = prefix if mode == "prefix" else b""
@@ -139,6 +145,8 @@ class Stream:
         """Handle bytes from the worker."""
         if self.file >= 0:
             write_all(self.file, data)
+        if self.combined is not None:
+            self.combined.feed(self.std, data)
         self.pending += data
         cut = self.pending.rfind(b"\n") + 1
         if not cut and len(self.pending) < _MAX_PENDING:
@@ -170,6 +178,8 @@ class Stream:
             rest = bytes(self.pending)
             self.pending.clear()
             self._lines(rest if rest.endswith(b"\n") else rest + b"\n")
+        if self.combined is not None:
+            self.combined.end(self.std)
         for fd in (self.fd, self.file):
             if fd >= 0:
                 os.close(fd)

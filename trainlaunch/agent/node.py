@@ -30,9 +30,12 @@ from trainlaunch.agent.failures import (
 )
 from trainlaunch.agent.plan import NodePlan, worker_env
 from trainlaunch.agent.state import AgentRecord, agent_file, write_atomic
-from trainlaunch.agent.workers import Spawner, Worker, WorkerStartError, reserve_port
+from trainlaunch.agent.tcpstore import TCPStoreServer
+from trainlaunch.agent.workers import Spawner, Worker, WorkerStartError
+from trainlaunch.interleave import COMBINED_FILE, Combined, open_log
 
 _WAKE = "wake"
+EXIT_BARRIER_S = 300.0  # torchrun's exit_barrier_timeout: how long the store waits for others
 WARNING_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 WARNING_POLL_S = 0.2  # how often to look whether a worker catches a pending warning yet
 
@@ -120,6 +123,7 @@ class NodeAgent:
         self.counter = itertools.count()
         self.pidfds = hasattr(os, "pidfd_open")
         self.attempt = 0
+        self.store: TCPStoreServer | None = None  # node 0 hosts the c10d store, as torchrun
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -132,12 +136,15 @@ class NodeAgent:
             for w in self.workers:  # an unexpected error must not leave ranks behind
                 if w.exit_code is None:
                     w.signal_group(signal.SIGKILL)
+            if self.store is not None:
+                self.store.close()
 
     def _run(self) -> int:
         while True:
             outcome = self._start_attempt()
             if outcome.kind == "ok":
                 self._close_streams()
+                self._serve_other_nodes()
                 self._finish("SUCCEEDED", 0)
                 return 0
             if outcome.kind == "signal":
@@ -179,7 +186,14 @@ class NodeAgent:
             return self._finish("FAILED", root.shell_code, record)
 
     def _start_attempt(self) -> Outcome:
-        port = self.plan.master_port if self.plan.master_port is not None else reserve_port()
+        try:
+            port = self._store_port()
+        except OSError as e:
+            why = WorkerStartError(
+                f"cannot host the c10d store on port {self.plan.master_port}: {e.strerror or e}",
+                1,
+            )
+            return Outcome("failed", [self._start_failure(0, "", why)])
         adir = logs.make_attempt_dir(self.run_dir, self.attempt, self.plan.nproc)
         filtered = self._filtered_files(adir)
         self.workers, self.streams, self.order, self.exit_fds = [], [], {}, {}
@@ -256,6 +270,33 @@ class NodeAgent:
         codes = [w.exit_code for w in self.workers]
         return bool(codes) and all(c == settings.REQUEUE_EXIT_CODE for c in codes)
 
+    def _store_port(self) -> int:
+        """MASTER_PORT: node 0's agent hosts a fresh store for every attempt (torchrun's rule)."""
+        if self.plan.node_rank != 0:
+            assert self.plan.master_port is not None  # several nodes: the backend's port
+            return self.plan.master_port
+        if self.store is None:
+            self.store = TCPStoreServer(self.sel, self.plan.master_port or 0)
+        else:
+            self.store.reset()
+        return self.store.port
+
+    def _serve_other_nodes(self) -> None:
+        """Keep the store up while other nodes' ranks still use it (torchrun's exit barrier).
+
+        Every rank keeps its store connection until it exits, so node 0 waits for the
+        connections to close (a signal or EXIT_BARRIER_S ends the wait).
+        """
+        if self.store is None or not self.store.clients:
+            return
+        deadline = time.monotonic() + EXIT_BARRIER_S
+        while self.store.clients and not self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._note(f"{self.store.clients} store client(s) still connected: leaving")
+                return
+            self._wait(left)
+
     def _stop(self, sig: int) -> None:
         """Forward sig to every live worker group, wait the grace period, then SIGKILL."""
         seen = len(self.pending)
@@ -298,11 +339,13 @@ class NodeAgent:
         self.warnings.append(signum)
 
     def _wait(self, timeout: float | None) -> None:
-        for key, _ in self.sel.select(timeout):
+        for key, events in self.sel.select(timeout):
             data = key.data
             if data == _WAKE:
                 with contextlib.suppress(BlockingIOError):
                     os.read(key.fd, 512)
+            elif isinstance(data, TCPStoreServer):
+                data.on_ready(key, events)
             elif isinstance(data, Worker):
                 self._reaped(data)
             elif not data.read():
@@ -331,6 +374,9 @@ class NodeAgent:
         with contextlib.suppress(KeyError, ValueError):
             self.sel.unregister(s.fd)
         s.close()
+        same_rank = [o for o in self.streams if o.local_rank == s.local_rank]
+        if s.combined is not None and not any(o.open for o in same_rank):
+            s.combined.close()  # both streams of the rank ended
 
     def _close_streams(self) -> None:
         for s in self.streams:
@@ -347,6 +393,8 @@ class NodeAgent:
     def _watch_worker(self, w: Worker, adir: str, filtered: dict[int, int]) -> None:
         modes = logs.console_modes(self.tee, self.redirects, self.ranks_filter, w.local_rank)
         prefix = logs.line_prefix(self.prefix_template, self.plan.role, w.rank, w.local_rank)
+        path = logs.rank_file(adir, w.local_rank, COMBINED_FILE)
+        combined = Combined(open_log(path, 0o644, truncate=True) if path else -1)
         for std, pipe, name in (
             (logs.OUT, w.proc.stdout, "stdout.log"),
             (logs.ERR, w.proc.stderr, "stderr.log"),
@@ -367,6 +415,8 @@ class NodeAgent:
                 needles,
                 keep_tail=std == logs.ERR,
                 local_rank=w.local_rank,
+                combined=combined,
+                std=std,
             )
             self.streams.append(s)
             self.sel.register(s.fd, selectors.EVENT_READ, s)

@@ -33,7 +33,7 @@ class NodePlan:
     nproc: int
     role: str
     master_addr: str
-    master_port: int | None  # None: the agent reserves a free port for every attempt
+    master_port: int | None  # None: node 0's agent hosts its store on a free port
     run_id: str | None  # None: a fresh uuid4, as torchrun's single-node default
     max_restarts: int
     command: tuple[str, ...]  # [python, -u, (-m), script, *args] or [script, *args]
@@ -173,7 +173,7 @@ def plan_node(
                     else (args.master_addr, args.master_port)
                 )
                 node_rank = args.node_rank
-    else:  # a static world across nodes: rank 0 hosts the store at the backend's address
+    else:  # a static world across nodes: node 0's agent hosts the store at the backend's addr
         addr = _given(args, "master_addr", environ, settings.RANK0_HOST)
         port = int(_given(args, "master_port", environ, settings.RDZV_PORT) or 29500)
         if args.rdzv_endpoint:
@@ -231,8 +231,8 @@ def worker_env(
         "TORCHELASTIC_RESTART_COUNT": str(restart_count),
         "TORCHELASTIC_MAX_RESTARTS": str(plan.max_restarts),
         "TORCHELASTIC_RUN_ID": run_id,
-        # no agent-side TCPStore without torch: rank 0 hosts it (docs/ddp.md, differences)
-        "TORCHELASTIC_USE_AGENT_STORE": "False",
+        # node 0's agent hosts the c10d store (agent/tcpstore.py), as torchrun's agent does
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
         "LOCAL_RANK": str(local_rank),
         "TORCHELASTIC_ERROR_FILE": error_file,

@@ -183,10 +183,12 @@ def stream_all(
 @click.option("--since", default=None, help="Only lines from this time on (30s, 5m, 2h, ISO).")
 @click.option("--until", default=None, help="Only lines up to this time (30s, 5m, 2h, ISO).")
 @click.option(
+    "--stream",
     "--streams",
+    "streams",
     type=click.Choice(["stdout", "stderr", "combined"]),
     default=None,
-    help="Which output stream (default: combined).",
+    help="Only stdout or only stderr (default: combined, both in the order they were written).",
 )
 @click.option("--raw", is_flag=True, help="No role/replica prefix.")
 @click.option(

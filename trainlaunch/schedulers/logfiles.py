@@ -11,15 +11,27 @@ from pathlib import Path
 from trainlaunch.errors import StoreError
 
 STREAM_FILES = {"stdout": "stdout.log", "stderr": "stderr.log"}  # one replica's output files
+COMBINED_FILE = "combined.log"  # both streams in arrival order (trainlaunch/interleave.py)
 FOLLOW_POLL_S = 0.05  # how often a follower looks for new bytes (latency target: 0.2 s)
 FINISHED_CHECK_S = 0.25  # how often it asks whether the app has ended
 
 
-def stream_files(directory: Path, streams: str | None) -> list[Path]:
-    """A replica's output files for a stream name (combined: stdout first, then stderr)."""
+def stream_files(directory: Path, streams: str | None, combined: bool = True) -> list[Path]:
+    """A replica's output files for a stream name.
+
+    combined (the default): ``combined.log``, both streams in the order they arrived. A
+    replica written before it existed (its stdout.log exists, combined.log does not) falls
+    back to stdout then stderr. combined.log is created before stdout.log, so a replica
+    that has not started yet is read (and followed) from combined.log. A backend that
+    writes no combined file passes ``combined=False``.
+    """
     which = streams or "combined"
-    names = list(STREAM_FILES.values()) if which == "combined" else [STREAM_FILES[which]]
-    return [directory / n for n in names]
+    if which != "combined":
+        return [directory / STREAM_FILES[which]]
+    path = directory / COMBINED_FILE
+    if combined and (path.exists() or not (directory / STREAM_FILES["stdout"]).exists()):
+        return [path]
+    return [directory / n for n in STREAM_FILES.values()]
 
 
 def replica_files(root: Path, parts: Sequence[str], streams: str | None) -> list[Path]:

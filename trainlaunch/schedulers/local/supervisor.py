@@ -1,9 +1,12 @@
 """The detached, torch-free process that owns one local app.
 
 Started as ``python -m trainlaunch.schedulers.local.supervisor <app_dir>`` in its own session, it
-starts every replica as its own process group (stdout/stderr straight into files: nothing is
-lost if this process dies), reaps them, applies the retry policy, and records every
-transition atomically in ``state.json``. SIGTERM/SIGINT stop the app: SIGTERM to every group,
+starts every replica as its own process group, reads its stdout and stderr pipes into
+``stdout.log``, ``stderr.log`` and ``combined.log`` (both streams in arrival order, see
+interleave.py), reaps them, applies the retry policy, and records every transition
+atomically in ``state.json``. Like torchrun's agent, it is the replicas' reader: a replica
+that writes after this process was SIGKILLed gets EPIPE (the app is then reported as lost).
+SIGTERM/SIGINT stop the app: SIGTERM to every group,
 the grace period, then SIGKILL. SIGUSR1 (``stop --requeue``) does the same and then starts
 the app again, a *requeue*, as does a replica that exits with the requeue code (75); requeues
 count up to ``max_requeues``, apart from failures. Every run of the whole app is an attempt
@@ -16,7 +19,7 @@ import contextlib
 import errno
 import json
 import os
-import select
+import selectors
 import signal
 import socket
 import subprocess
@@ -27,6 +30,7 @@ from typing import Any
 
 from trainlaunch import settings, store
 from trainlaunch.errors import StoreError
+from trainlaunch.interleave import COMBINED_FILE, Combined, Pump, open_log, write_all
 from trainlaunch.procs import keep_files_private, killpg
 from trainlaunch.schedulers.local import slots
 from trainlaunch.schedulers.local.watchdog import Watchdog
@@ -57,24 +61,24 @@ class Replica:
         self.ended: float | None = None
         self.message = ""
         self.stderr_offset = 0
-        self.last_sizes: tuple[int, int] | None = None
+        self.last_sizes: tuple[int, ...] | None = None
+        self.pumps: list[Pump] = []  # this run's stdout and stderr pipes, until drained
+        self.combined: Combined | None = None
 
     def sample_timeline(self) -> None:
-        """Append (time, stdout size, stderr size) to timeline.jsonl when the sizes changed.
+        """Append (time, size of each log) to timeline.jsonl when the sizes changed.
 
         `logs --since/--until` map times to byte offsets with it (granularity: one interval).
         """
+        names = ("stdout", "stderr", "combined")
         try:
-            sizes = (
-                (self.log_dir / "stdout.log").stat().st_size,
-                (self.log_dir / "stderr.log").stat().st_size,
-            )
+            sizes = tuple((self.log_dir / f"{n}.log").stat().st_size for n in names)
         except OSError:
             return
         if sizes == self.last_sizes:
             return
         self.last_sizes = sizes
-        line = json.dumps({"t": round(time.time(), 3), "stdout": sizes[0], "stderr": sizes[1]})
+        line = json.dumps({"t": round(time.time(), 3), **dict(zip(names, sizes, strict=True))})
         try:
             with open(self.log_dir / "timeline.jsonl", "a") as f:
                 f.write(line + "\n")
@@ -136,6 +140,9 @@ class Supervisor:
         self._wake_r, wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(wake_w, False)
+        self.sel = selectors.DefaultSelector()  # the wakeup pipe and the replicas' pipes
+        self.sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self.last_sample = 0.0
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, REQUEUE_SIGNAL):
             # a no-op handler (not SIG_IGN, which children would inherit): the wakeup pipe
@@ -198,40 +205,44 @@ class Supervisor:
     # -- processes ---------------------------------------------------------------------------
 
     def start(self, rep: Replica) -> None:
-        """Start one replica in its own process group, output appended to its files."""
+        """Start one replica in its own process group, its pipes read into its log files."""
         env = dict(os.environ)
         env.update(rep.plan["env"])
         env.setdefault("TORCHELASTIC_ERROR_FILE", str(rep.log_dir / "error.json"))
         env.setdefault(settings.REPLICA_LOG_DIR, str(rep.log_dir))
         env[settings.RESTART_COUNT] = str(rep.restarts)
-        out = None
+        self.drain(rep)  # a restart: the previous run's last lines first
+        fds: list[int] = []
         try:
             rep.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             _remove(rep.log_dir / "error.json")  # a stale reply file must not explain a new failure
-            out = open(rep.log_dir / "stdout.log", "ab")  # noqa: SIM115 (closed below)
-            err = open(rep.log_dir / "stderr.log", "ab")  # noqa: SIM115
-            os.chmod(out.name, 0o600)
-            os.chmod(err.name, 0o600)
+            # combined.log first: readers take its existence to mean "this replica has one"
+            for name in (COMBINED_FILE, "stdout.log", "stderr.log"):
+                fds.append(open_log(str(rep.log_dir / name)))
+                os.fchmod(fds[-1], 0o600)
         except OSError as e:  # e.g. a full disk: this replica fails, the supervisor goes on
-            if out is not None:
-                out.close()
+            for fd in fds:
+                os.close(fd)
             rep.state, rep.ended, rep.started = "FAILED", time.time(), time.time()
             rep.exit_code = 1
             rep.message = f"cannot create the log files of {rep.key}: {e.strerror or e}"
             self.exec_failed.append(rep)
             return
-        rep.stderr_offset = err.tell()
+        combined, out, err = fds
+        rep.combined = Combined(combined)
+        rep.stderr_offset = os.fstat(err).st_size
         rep.sample_timeline()
         rep.exit_code, rep.signal, rep.message, rep.ended = None, None, "", None
         rep.started = time.time()
+        (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
         try:
             proc = subprocess.Popen(
                 rep.plan["cmd"],
                 env=env,
                 cwd=rep.plan["cwd"],
                 stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
+                stdout=out_w,
+                stderr=err_w,
                 start_new_session=True,
                 close_fds=True,
                 umask=USER_UMASK,
@@ -240,15 +251,34 @@ class Supervisor:
             rep.state, rep.ended = "FAILED", time.time()
             rep.exit_code = 127 if isinstance(e, FileNotFoundError) else 126
             rep.message = f"cannot execute {rep.plan['cmd'][0]!r}: {e.strerror or e}"
-            err.write(f"trainlaunch: {rep.message}\n".encode())
+            line = f"trainlaunch: {rep.message}\n".encode()
+            write_all(err, line)
+            rep.combined.feed(2, line)
+            for fd in (out_r, err_r, out, err):
+                os.close(fd)
+            rep.combined.close()
             self.exec_failed.append(rep)
             return
         finally:
-            out.close()
-            err.close()
+            os.close(out_w)
+            os.close(err_w)
+        rep.pumps = [Pump(out_r, out, rep.combined, 1), Pump(err_r, err, rep.combined, 2)]
+        for pump in rep.pumps:
+            self.sel.register(pump.fd, selectors.EVENT_READ, pump)
         proc.returncode = 0  # reaped by waitpid(-1) below, never by Popen
         rep.pid, rep.ticks, rep.state = proc.pid, store.start_ticks(proc.pid), "RUNNING"
         self.by_pid[proc.pid] = rep
+
+    def drain(self, rep: Replica) -> None:
+        """Copy what a replica's pipes hold into its files and close them (it has ended)."""
+        for pump in rep.pumps:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(pump.fd)
+            pump.close()
+        rep.pumps = []
+        if rep.combined is not None:
+            rep.combined.close()
+            rep.combined = None
 
     def reap(self) -> list[Replica]:
         """Collect every exited child; return the replicas that ended."""
@@ -264,6 +294,7 @@ class Supervisor:
             if rep is None:
                 continue
             killpg(pid, signal.SIGKILL)  # stragglers the replica left in its group
+            self.drain(rep)  # its files are complete before anyone is told it ended
             rep.ended = time.time()
             if os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
@@ -279,9 +310,12 @@ class Supervisor:
         return ended
 
     def wait_signals(self, timeout: float | None) -> set[int]:
-        """Block until a signal arrives (or timeout); return the signal numbers seen."""
+        """Block until a signal or output arrives (or timeout); return the signal numbers seen."""
         with contextlib.suppress(InterruptedError):
-            select.select([self._wake_r], [], [], timeout)
+            for key, _ in self.sel.select(timeout):
+                pump = key.data
+                if pump is not None and not pump.read():
+                    self.sel.unregister(pump.fd)  # EOF: drain() closes it when the replica ends
         seen: set[int] = set()
         while True:
             try:
@@ -474,11 +508,16 @@ class Supervisor:
                 self.save()
             if not self._exec_failures(peek=True):
                 self.wait_signals(TIMELINE_INTERVAL_S)
-                self.sample_timelines()
-                if self.watchdog.tick():  # a hang with on_hang=stop (or no restart left)
-                    self.terminate(self.replicas, "CANCELLED")
-                    self.state, self.msg = "FAILED", self.watchdog.message
-                    break
+                # output wakes the loop too: sample and check for hangs once per interval
+                if time.monotonic() - self.last_sample >= TIMELINE_INTERVAL_S:
+                    self.last_sample = time.monotonic()
+                    self.sample_timelines()
+                    if self.watchdog.tick():  # a hang with on_hang=stop (or no restart left)
+                        self.terminate(self.replicas, "CANCELLED")
+                        self.state, self.msg = "FAILED", self.watchdog.message
+                        break
+        for rep in self.replicas:
+            self.drain(rep)
         self.end_attempt(self.state.lower(), self.exit_code)
         self.ended = time.time()
         self.save(final=True)
