@@ -58,6 +58,7 @@ def test_everything_in_the_store_is_private(reaper: CLI, umask: int) -> None:
         "supervisor.log",
         "logs/sh/0/stdout.log",
         "logs/sh/0/stderr.log",
+        "logs/sh/0/combined.log",
         "logs/sh/1/stdout.log",
     ]
     for rel in expected:

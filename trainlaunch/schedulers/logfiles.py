@@ -34,7 +34,9 @@ def stream_files(directory: Path, streams: str | None, combined: bool = True) ->
     return [directory / n for n in STREAM_FILES.values()]
 
 
-def replica_files(root: Path, parts: Sequence[str], streams: str | None) -> list[Path]:
+def replica_files(
+    root: Path, parts: Sequence[str], streams: str | None, combined: bool = True
+) -> list[Path]:
     """stream_files of root/parts..., checked: root exists and nothing below it is a symlink.
 
     root is the app's (or job's) directory. A missing root means its records were deleted;
@@ -49,7 +51,7 @@ def replica_files(root: Path, parts: Sequence[str], streams: str | None) -> list
     for part in parts:
         path = path / part
         _no_symlink(path)
-    files = stream_files(path, streams)
+    files = stream_files(path, streams, combined)
     for f in files:
         _no_symlink(f)
     return files

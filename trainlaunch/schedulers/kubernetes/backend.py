@@ -388,7 +388,7 @@ class KubernetesScheduler(Scheduler):
             raise UsageError(
                 "Kubernetes keeps one combined log per container: stdout and "
                 "stderr cannot be read apart",
-                hint="use --streams combined",
+                hint="leave out --stream: the pod log already has both, in order",
             )
         ns, name = parse_app_id(app_id)
         api = self._api()

@@ -442,8 +442,12 @@ class SlurmScheduler(Scheduler):
         rec = self._known(app_id)
         if k not in self.log_replicas(app_id, role_name):
             raise AppNotFound(f"slurm job {app_id} role {role_name!r} has no replica {k}")
+        # no combined.log on Slurm yet: the replica's shell writes its two files itself
         return replica_files(
-            Path(rec["job_dir"]), [role_name, str(k)], Stream(streams or Stream.COMBINED).value
+            Path(rec["job_dir"]),
+            [role_name, str(k)],
+            Stream(streams or Stream.COMBINED).value,
+            combined=False,
         )
 
     def log_iter(
