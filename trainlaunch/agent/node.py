@@ -285,9 +285,11 @@ class NodeAgent:
         """Keep the store up while other nodes' ranks still use it (torchrun's exit barrier).
 
         Every rank keeps its store connection until it exits, so node 0 waits for the
-        connections to close (a signal or EXIT_BARRIER_S ends the wait).
+        connections to close (a signal or EXIT_BARRIER_S ends the wait). One node: every
+        client was one of our workers, all exited (a leftover child holding a copied socket
+        must not keep the agent alive).
         """
-        if self.store is None or not self.store.clients:
+        if self.store is None or self.plan.nnodes == 1 or not self.store.clients:
             return
         deadline = time.monotonic() + EXIT_BARRIER_S
         while self.store.clients and not self.pending:
