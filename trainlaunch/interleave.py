@@ -10,6 +10,7 @@ Torch-free and stdlib-only: the supervisor and the agent both use it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 
@@ -92,8 +93,8 @@ class Pump:
                 continue
             if not data:
                 return False
-            if self.file_fd >= 0:
-                write_all(self.file_fd, data)
+            if self.file_fd >= 0 and not write_all(self.file_fd, data):
+                return False  # the log cannot be written (a full disk): the writer gets EPIPE
             self.combined.feed(self.stream, data)
 
     def close(self) -> None:
@@ -101,7 +102,8 @@ class Pump:
         if not self.open:
             return
         self.open = False
-        self.read()
+        with contextlib.suppress(OSError):
+            self.read()
         self.combined.end(self.stream)
         for fd in (self.fd, self.file_fd):
             if fd >= 0:

@@ -176,12 +176,13 @@ class NodeAgent:
             record = error_record(root)
             if self.own_error_file:
                 write_atomic(self.own_error_file, record)  # the backend's reply file
-            os.write(
-                2,
-                summary(
-                    self.args.script, root, others, self.attempt, self.plan.max_restarts
-                ).encode(),
-            )
+            with contextlib.suppress(OSError):  # the reader (a killed supervisor) may be gone
+                os.write(
+                    2,
+                    summary(
+                        self.args.script, root, others, self.attempt, self.plan.max_restarts
+                    ).encode(),
+                )
             self._end_attempt("FAILED", root)
             return self._finish("FAILED", root.shell_code, record)
 
@@ -495,7 +496,8 @@ class NodeAgent:
     # -- reporting -----------------------------------------------------------------------------------
 
     def _note(self, text: str) -> None:
-        os.write(2, f"[trainlaunch] {text}\n".encode())
+        with contextlib.suppress(OSError):  # the reader (a killed supervisor) may be gone
+            os.write(2, f"[trainlaunch] {text}\n".encode())
 
     def _end_attempt(self, result: str, root: Failure | None) -> None:
         attempts = [

@@ -315,7 +315,8 @@ class Supervisor:
             for key, _ in self.sel.select(timeout):
                 pump = key.data
                 if pump is not None and not pump.read():
-                    self.sel.unregister(pump.fd)  # EOF: drain() closes it when the replica ends
+                    self.sel.unregister(pump.fd)  # EOF, or a log that cannot be written
+                    pump.close()
         seen: set[int] = set()
         while True:
             try:
