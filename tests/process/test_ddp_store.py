@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CLI
-from trainlaunch.agent.workers import reserve_port
+from trainlaunch.procs import reserve_port
 
 pytest.importorskip("torch")  # the oracle is real torchrun
 
