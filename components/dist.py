@@ -92,7 +92,7 @@ def ddp(
     engine: Literal["auto", "agent", "torchrun"] = "auto",
     cpu: int | None = None,
     gpu: int = 0,
-    memMB: int = 1024,  # noqa: N803 (the Resource field's spelling)
+    memMB: int | None = None,  # noqa: N803 (the Resource field's spelling)
     env: dict[str, str] | None = None,
     max_retries: int = 0,
     debug: bool = False,
@@ -109,8 +109,11 @@ def ddp(
     its traceback. docs/ddp.md lists the differences from torchrun.
 
     Args:
-        script_args: the script, then its arguments (unless --script or -m is given)
-        script: the training script
+        script_args: the script, then its arguments (unless --script or -m is given); the
+            script is checked as for --script
+        script: the training script; the local backend checks that it exists (relative to
+            the replicas' working directory); on Slurm and Kubernetes it is a path on the
+            cluster or in the image, checked only when the job starts
         m: the script is a module (-m MODULE, like ``python -m``)
         no_python: run the script directly (an executable), not with python
         j: shorthand for nodes x workers: [MIN:]NxM, or M for one node
@@ -145,7 +148,8 @@ def ddp(
         engine: auto (torch-free agent when possible), agent, or torchrun
         cpu: CPUs per node (default: one per worker)
         gpu: GPUs per node
-        memMB: memory per node in MiB
+        memMB: memory per node in MiB (default: none requested, the cluster's default
+            applies: Slurm's DefMemPerNode/DefMemPerCPU, a Kubernetes LimitRange)
         env: extra environment variables, KEY=VALUE,...
         max_retries: how often the scheduler restarts the whole app after a failure
         debug: verbose distributed debugging (TORCH_DISTRIBUTED_DEBUG=DETAIL, NCCL_DEBUG=INFO, ...)
@@ -170,6 +174,12 @@ def ddp(
         *flags.render(values),
         *flags.program(program[0], program[1:]),
     )
+    if m is not None:  # a module: importable on the nodes, which only the nodes can tell
+        checkable = {}
+    elif no_python and "/" not in program[0]:
+        checkable = {specs.PROGRAM: {"command": program[0]}}
+    else:
+        checkable = {specs.PROGRAM: {"path": program[0]}}
     nproc = values["nproc_per_node"]
     role_ = specs.Role(
         name=role_name or app_name,
@@ -181,9 +191,10 @@ def ddp(
         min_replicas=lo if lo != hi and not one_node else None,
         max_retries=max_retries,
         resource=specs.Resource(
-            cpu=cpu if cpu is not None else _workers(nproc), gpu=gpu, memMB=memMB
+            cpu=cpu if cpu is not None else _workers(nproc), gpu=gpu, memMB=memMB or 0
         ),
         node_agent=True,
+        metadata=checkable,
     )
     return specs.AppDef(name=app_name, roles=(role_,))
 

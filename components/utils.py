@@ -127,7 +127,7 @@ def python(
         )
     entrypoint = "python" if image else sys.executable
     full_env = {"PYTHONUNBUFFERED": "1", **(env or {})}
-    return _app(
+    app = _app(
         name or safe_name(default, "python"),
         entrypoint,
         program + rest,
@@ -137,6 +137,9 @@ def python(
         max_retries=max_retries,
         resource=specs.Resource(cpu=cpu, gpu=gpu, memMB=memMB),
     )
+    if script is None:
+        return app
+    return app.map_roles(lambda r: r.replace(metadata={specs.PROGRAM: {"path": script}}))
 
 
 def binary(

@@ -153,7 +153,9 @@ class Config:
             return _checked(key, cli_value, "--" + key.replace("_", "-")), "command line"
         var = _ENV[key]
         raw = self.environ.get(var, "").strip()
-        if raw:
+        # inside a rank these were injected for the rank's own app, not set by the user: a
+        # nested `run` gets its own seed and metrics (pass --seed "$TRAINLAUNCH_SEED" to share)
+        if raw and not self.environ.get(settings.HANDLE):
             return _checked(key, _parse_env(key, var, raw), var), f"environment {var}"
         for f in self._files():
             if key in f.run:

@@ -173,14 +173,17 @@ class Runner:
         app.check_size(sched.max_replicas, name)  # before anything is planned per replica
         resolved = sched.run_opts().resolve(cfg or {}, name)
         rs = rank_settings or settings.RankSettings()
-        if rs.seed is None:  # recorded in the app, so every run can be reproduced
+        drawn = {}
+        if rs.seed is None:  # a fresh seed per app, recorded so that every run can be reproduced
             rs = settings.RankSettings(**{**rs.to_dict(), "seed": secrets.randbelow(2**31)})
+            drawn["seed"] = str(rs.seed)
         if rs.metrics_path is None:
             default = sched.default_metrics_path(resolved)
             if default:
                 rs = settings.RankSettings(**{**rs.to_dict(), "metrics_path": default})
         injected = settings.inject(app, rs, f"{name}://{self._name}/")
-        return _with_rank_plans(sched.submit_dryrun(injected, resolved))
+        info = _with_rank_plans(sched.submit_dryrun(injected, resolved))
+        return dataclasses.replace(info, drawn={**info.drawn, **drawn}) if drawn else info
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Submit a dry-run result; return the app handle."""

@@ -110,6 +110,12 @@ class Resource:
         )
 
 
+# Role.metadata key: the program a role runs, for backends that can check it before submitting
+# (the local backend does): {"path": "train.py"} relative to the replica's working directory,
+# or {"command": "prog"} looked up on PATH. On a cluster or in an image it cannot be checked.
+PROGRAM = "trainlaunch.program"
+
+
 @dataclasses.dataclass(frozen=True)
 class Role:
     """A set of identical replicas running one entrypoint."""
@@ -363,6 +369,13 @@ class RoleStatus:
         return {"role": self.role, "replicas": [r.to_dict() for r in self.replicas]}
 
 
+def _ended_with(state: AppState, replicas: Iterable[ReplicaStatus]) -> int | None:
+    if state == AppState.SUCCEEDED:
+        return 0
+    codes = [r.exit_code for r in replicas if r.exit_code is not None]
+    return next((c for c in codes if c != 0), codes[0] if codes else None)
+
+
 @dataclasses.dataclass(frozen=True)
 class Attempt:
     """One run of the whole app: why it ended (requeues and restarts start new attempts)."""
@@ -406,10 +419,17 @@ class AppStatus:
     structured_error_msg: str = ""
     ui_url: str | None = None
     roles: tuple[RoleStatus, ...] = ()
-    exit_code: int | None = None  # the first failing replica's exit code (128+N for signals)
+    # None while the app runs; once it ended: 0 if SUCCEEDED, else the exit code of the replica
+    # that ended it (FAILED: the failing one; CANCELLED: the first stopped one, 143 = SIGTERM);
+    # None only if no replica had exited (docs/cli.md). Filled here, so every backend agrees.
+    exit_code: int | None = None
     num_requeues: int = 0  # runs again after a preemption or time limit (not in num_restarts)
     attempts: tuple[Attempt, ...] = ()  # the history, oldest first, when the backend keeps one
     ended: bool = False  # UNKNOWN, but over: nothing of it runs and its result is lost (msg)
+
+    def __post_init__(self) -> None:
+        if self.exit_code is None and self.state.is_terminal:
+            object.__setattr__(self, "exit_code", _ended_with(self.state, self.replicas()))
 
     @property
     def is_terminal(self) -> bool:
@@ -473,6 +493,9 @@ class AppDryRunInfo:
     app_id: str | None = None  # known before submission on backends that choose it
     replicas: tuple[ReplicaPlan, ...] = ()  # the processes, on backends that plan each one
     notes: tuple[str, ...] = ()  # lines shown after the request (e.g. node agents' rank plans)
+    # values drawn at random for this request (app id, seed, port): submitting this request
+    # uses them; another dryrun, or a later `run`, draws others (--dryrun shows placeholders)
+    drawn: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
         return "\n".join([self.fmt(self.request), *self.notes])

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import settings
-from trainlaunch.errors import StoreError
+from trainlaunch.errors import StoreError, UsageError
 from trainlaunch.handles import check_app_id
 
 RECORD_VERSION = 1
@@ -37,13 +37,33 @@ _ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no 0/o/1/l: ids are read aloud
 
 
 def store_root(environ: Mapping[str, str] | None = None) -> Path:
-    """The trainlaunch home: $TRAINLAUNCH_HOME or the per-user state directory."""
+    """The trainlaunch home: $TRAINLAUNCH_HOME (absolute, or ~/...) or the per-user state dir."""
     env = os.environ if environ is None else environ
     explicit = env.get(settings.HOME)
     if explicit:
-        return Path(explicit).expanduser().absolute()
+        path = Path(explicit).expanduser()
+        if not path.is_absolute():
+            # relative to what? each shell, CI step and rank has its own cwd: one store each
+            raise UsageError(
+                f"{settings.HOME} must be an absolute path, got {explicit!r}",
+                hint=f'export {settings.HOME}="$PWD/{explicit}"',
+            )
+        return path
     state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(state) / "trainlaunch"
+
+
+def _check_private(path: Path, st: os.stat_result) -> None:
+    if st.st_uid != os.getuid():
+        raise StoreError(
+            f"refusing to use app store {path}: owned by uid {st.st_uid}, not you",
+            hint=f"set {settings.HOME} to a directory you own",
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise StoreError(
+            f"refusing to use app store {path}: writable by other users",
+            hint=f"run: chmod go-w {path}",
+        )
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -56,23 +76,35 @@ def ensure_private_dir(path: Path) -> Path:
             f"cannot create the app store at {path}: {e.strerror}",
             hint=f"set {settings.HOME} to a writable directory",
         ) from None
-    if st.st_uid != os.getuid():
-        raise StoreError(
-            f"refusing to use app store {path}: owned by uid {st.st_uid}, not you",
-            hint=f"set {settings.HOME} to a directory you own",
-        )
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise StoreError(
-            f"refusing to use app store {path}: writable by other users",
-            hint=f"run: chmod go-w {path}",
-        )
+    _check_private(path, st)
+    return path
+
+
+def existing_private_dir(path: Path) -> Path | None:
+    """path if it exists (refused like ensure_private_dir if not ours); None if it does not.
+
+    Readers use this: a query never creates the store (a missing store has no apps).
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise StoreError(f"cannot read the app store at {path}: {e.strerror}") from None
+    _check_private(path, st)
     return path
 
 
 def apps_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The directory that holds one subdirectory per local app."""
+    """The directory that holds one subdirectory per local app (created if needed)."""
     root = ensure_private_dir(store_root(environ))
     return ensure_private_dir(root / "apps")
+
+
+def existing_apps_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The apps directory if the store exists (None: no apps yet); never creates anything."""
+    root = existing_private_dir(store_root(environ))
+    return None if root is None else existing_private_dir(root / "apps")
 
 
 def new_app_id(name: str) -> str:
@@ -84,12 +116,13 @@ def new_app_id(name: str) -> str:
 
 def app_dir(app_id: str, environ: Mapping[str, str] | None = None) -> Path:
     """Where app_id's records live (the id is checked: it cannot escape the store)."""
-    return apps_dir(environ) / check_app_id(app_id)
+    base = existing_apps_dir(environ) or store_root(environ) / "apps"  # nothing created
+    return base / check_app_id(app_id)
 
 
 def create_app_dir(app_id: str, environ: Mapping[str, str] | None = None) -> Path:
     """Create the app's directory; fails if the id already exists."""
-    path = app_dir(app_id, environ)
+    path = apps_dir(environ) / check_app_id(app_id)
     try:
         path.mkdir(mode=0o700)
     except FileExistsError:

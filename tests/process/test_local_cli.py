@@ -18,7 +18,7 @@ def test_run_returns_handle_and_app_succeeds_with_logs(cli: CLI) -> None:
     handle = cli.run("utils.echo", "--msg", "hello from trainlaunch")
     final = cli.wait(handle)
     assert final["state"] == "SUCCEEDED"
-    assert final["exit_code"] is None
+    assert final["exit_code"] == 0  # the app ended with 0 (docs/cli.md)
     logs = cli("logs", handle, check=True).stdout
     assert "hello from trainlaunch" in logs
     assert logs.splitlines()[0].startswith("echo/0 ")

@@ -37,12 +37,46 @@ class LazyGroup(click.Group):
         if cmd_name not in COMMANDS:
             return None
         module = importlib.import_module(COMMANDS[cmd_name][0])
-        return module.command  # type: ignore[no-any-return]
+        return with_global_options(module.command)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0]
+        if name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
+            from trainlaunch.cli.argv import COMMAND_ALIASES, suggest
+            from trainlaunch.errors import UsageError
+
+            hint = suggest(name, list(COMMANDS), COMMAND_ALIASES)
+            raise UsageError(
+                f"no command named {name!r}",
+                hint=f"{hint} (commands: {', '.join(COMMANDS)})"
+                if hint
+                else f"commands: {', '.join(COMMANDS)}",
+            )
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, help_) for name, (_, help_) in COMMANDS.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def with_global_options(cmd: click.Command) -> click.Command:
+    """Let the group's --debug and --version also work after the subcommand (once per command)."""
+    if any(p.name == "debug" for p in cmd.params):
+        return cmd
+    # read by the error boundary from the command line (cli/argv.py), so it needs no value here
+    cmd.params.append(
+        click.Option(
+            ["--debug"],
+            is_flag=True,
+            expose_value=False,
+            help="Show full tracebacks for errors (same as `trainlaunch --debug`).",
+        )
+    )
+    click.version_option(package_name="trainlaunch", prog_name="trainlaunch", hidden=True)(cmd)
+    return cmd
 
 
 EPILOG = """\b

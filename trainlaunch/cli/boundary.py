@@ -16,8 +16,40 @@ from trainlaunch import settings
 from trainlaunch.errors import ExitCode, TrainlaunchError
 
 
+def _own_options(argv: list[str]) -> set[str]:
+    """The options trainlaunch parses (a component's own --debug or --json is not ours)."""
+    from trainlaunch.cli import cli
+    from trainlaunch.cli.argv import trainlaunch_options
+
+    return trainlaunch_options(cli, argv)
+
+
 def _debug(argv: list[str]) -> bool:
-    return "--debug" in argv or os.environ.get(settings.DEBUG, "") not in ("", "0")
+    return "--debug" in _own_options(argv) or os.environ.get(settings.DEBUG, "") not in ("", "0")
+
+
+def _json_error(argv: list[str], message: str, hint: str | None, code: int) -> None:
+    """With --json, an error is a JSON document too (unless the command printed its own)."""
+    from trainlaunch.cli import output
+
+    if output.json_emitted() or "--json" not in _own_options(argv):
+        return
+    output.emit_json({"error": message, "hint": hint, "exit_code": code})
+
+
+def _usage_message(e: click.UsageError) -> tuple[str, str]:
+    """A click usage error as our one line and hint (unknown options get a did-you-mean)."""
+    cmd = e.ctx.command_path if e.ctx else "trainlaunch"
+    if isinstance(e, click.exceptions.NoSuchOption) and e.ctx is not None:
+        from trainlaunch.cli.argv import TORCHX_RUN_OPTIONS, suggest
+
+        known = [n for p in e.ctx.command.params for n in p.opts if n.startswith("-")]
+        aliases = TORCHX_RUN_OPTIONS if e.ctx.command.name == "run" else None
+        hint = suggest(e.option_name, known, aliases) or f"see `{cmd} --help`."
+        if e.ctx.command.name == "run":
+            hint += f" A component's own options go after its name: {cmd} COMPONENT {e.option_name}"
+        return f"unknown option {e.option_name!r} of `{cmd}`", hint
+    return e.format_message(), f"see `{cmd} --help`"
 
 
 def _say(kind: str, text: str) -> None:
@@ -44,25 +76,30 @@ def main(argv: list[str] | None = None) -> NoReturn:
         if e.hint:
             _say("hint", e.hint)
         code = int(e.exit_code)
+        _json_error(args, e.message, e.hint, code)
     except click.exceptions.NoArgsIsHelpError as e:
         click.echo(e.ctx.get_help(), err=True)
         code = ExitCode.USAGE
     except click.UsageError as e:
-        _say("error", e.format_message())
-        cmd = e.ctx.command_path if e.ctx else "trainlaunch"
-        _say("hint", f"see `{cmd} --help`")
+        message, hint = _usage_message(e)
+        _say("error", message)
+        _say("hint", hint)
         code = ExitCode.USAGE
+        _json_error(args, message, hint, code)
     except click.exceptions.Abort:
         sys.stderr.write("\ninterrupted\n")
         code = ExitCode.INTERRUPTED
+        _json_error(args, "interrupted", None, code)
     except click.exceptions.Exit as e:
         code = int(e.exit_code)
     except click.ClickException as e:
         _say("error", e.format_message())
         code = ExitCode.USAGE
+        _json_error(args, e.format_message(), None, code)
     except (KeyboardInterrupt, EOFError):
         sys.stderr.write("\ninterrupted\n")
         code = ExitCode.INTERRUPTED
+        _json_error(args, "interrupted", None, code)
     except BrokenPipeError:
         # the reader went away (`trainlaunch logs ... | head`): exit 0, as documented
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -74,6 +111,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _say("error", f"internal error: {type(e).__name__}: {e}")
         _say("hint", "rerun with --debug and report the traceback")
         code = ExitCode.INTERNAL
+        _json_error(args, f"internal error: {type(e).__name__}: {e}", None, code)
     try:
         sys.stdout.flush()
     except BrokenPipeError:

@@ -61,8 +61,8 @@ def targets(runner: Any, target: str) -> tuple[str, list[tuple[str, int]]]:
         ids = runner.log_replicas(handle, role)
         if t.replicas is not None:
             missing = sorted(set(t.replicas) - set(ids))
-            if missing:
-                raise UsageError(
+            if missing:  # like a missing app or role: not found (exit 4), not a usage error
+                raise AppNotFound(
                     f"role {role!r} has no replica {missing[0]}; it has {', '.join(map(str, ids))}"
                 )
             ids = [i for i in ids if i in t.replicas]

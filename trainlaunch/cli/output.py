@@ -9,9 +9,18 @@ from typing import Any
 import click
 
 
+_emitted: list[bool] = []  # a JSON document went to stdout (the boundary adds none for errors)
+
+
 def emit_json(doc: Any) -> None:
     """One JSON document on stdout."""
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+    _emitted.append(True)
+
+
+def json_emitted() -> bool:
+    """True once this process printed a JSON document."""
+    return bool(_emitted)
 
 
 def emit(text: str) -> None:

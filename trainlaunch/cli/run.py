@@ -9,9 +9,7 @@ import click
 from trainlaunch.cli import output
 
 
-@click.command(
-    "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
-)
+@click.command("run", context_settings={"allow_interspersed_args": False})
 @click.option(
     "-s", "--scheduler", default=None, help="Backend: local (default), slurm, kubernetes."
 )
@@ -142,7 +140,9 @@ def command(
             output.emit(h.text)
             return
         if dryrun:
-            _print_dryrun(info, as_json, show_secrets)
+            from trainlaunch.cli.dryrun import print_dryrun
+
+            print_dryrun(info, as_json, show_secrets)
             return
         if wait_ or log:
             _run_and_wait(runner, info, log, as_json, app_exit_code)
@@ -162,25 +162,6 @@ def sys_stdout_flush() -> None:
     import sys
 
     sys.stdout.flush()
-
-
-def _print_dryrun(info: Any, as_json: bool, show_secrets: bool) -> None:
-    from trainlaunch.redact import mask_text, redact_env, secret_values
-
-    hidden = (
-        [] if show_secrets or info.app is None else secret_values(r.env for r in info.app.roles)
-    )
-    if as_json:
-        doc: dict[str, Any] = {"scheduler": info.scheduler, "app_id": info.app_id}
-        if info.replicas:
-            doc["replicas"] = [
-                {**r.to_dict(), "env": redact_env(r.env, show_secrets)} for r in info.replicas
-            ]
-        else:
-            doc["request"] = mask_text(str(info), hidden)
-        output.emit_json(doc)
-        return
-    output.emit(mask_text(str(info), hidden))
 
 
 def _run_and_wait(runner: Any, info: Any, log: bool, as_json: bool, app_exit_code: bool) -> None:

@@ -42,14 +42,22 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
             params[current] = entry.group("text").strip()
         elif current is not None and indent > base:
             params[current] = (params[current] + " " + stripped).strip()  # continuation line
-    return "\n".join(description).strip(), params
+    return plain("\n".join(description).strip()), {k: plain(v) for k, v in params.items()}
+
+
+_RST_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain(text: str) -> str:
+    """reStructuredText's ``literal`` as terminal help shows code: `literal`."""
+    return _RST_LITERAL.sub(r"`\1`", text)
 
 
 def first_line(doc: str | None) -> str:
     """The first non-empty line of a docstring (a component's one-line description)."""
     for line in (doc or "").strip().splitlines():
         if line.strip():
-            return line.strip()
+            return plain(line.strip())
     return ""
 
 

@@ -137,28 +137,51 @@ def resolve(name: str, cwd: str | None = None) -> tuple[Callable[..., Any], str]
     eps = entry_points()
     if name in eps:
         return _from_entry_point(name, eps[name]), f"entry point {eps[name].value}"
+    if name.endswith(".py"):  # a script, not a component (never "module X, function py")
+        raise ComponentError(
+            f"{name!r} is a script, not a component",
+            hint=f"run it with a component: trainlaunch run dist.ddp {name} ARGS (torchrun-like),"
+            f" or trainlaunch run utils.python {name} ARGS; a function in it: '{name}:FUNCTION'",
+        )
     target, dot, attr = name.rpartition(".")
     if dot and target and not (builtin_dir() / f"{target.replace('.', '/')}.py").is_file():
         module = _import(name, target, cwd)
         if module is not None:
             return _function(name, module, attr), f"module {target}"
-    raise _not_found(name, builtins, eps)
+    raise _not_found(name, builtins, eps, cwd)
 
 
-def _not_found(name: str, builtins: dict[str, str], eps: dict[str, Any]) -> ComponentError:
+def _not_found(
+    name: str, builtins: dict[str, str], eps: dict[str, Any], cwd: str
+) -> ComponentError:
     known = list(builtins) + [n for n in eps if n not in builtins]
+    module, _, attr = name.rpartition(".")
+    local = Path(cwd, f"{module.replace('.', '/')}.py") if module else None
+    if local is not None and (builtin_dir() / f"{module}.py").is_file() and _defines(local, attr):
+        # a project file named like a builtin module: 'utils.fn' means the builtin utils
+        return ComponentError(
+            f"no builtin component named {name!r} (the builtin module {module!r} takes the"
+            f" name {module}.*, not ./{local.name})",
+            hint=f"for the function in your file: trainlaunch run {local.name}:{attr}",
+        )
     close = difflib.get_close_matches(name, known, n=1)
     close += [k for k in known if k.endswith("." + name) and k not in close]
     if close:
         hint = "did you mean " + " or ".join(repr(c) for c in close[:2]) + "?"
-    elif name.endswith(".py"):
-        hint = (
-            f"a file component names its function ('{name}:FUNCTION'); to run a script: "
-            f"trainlaunch run utils.python {name}"
-        )
     else:
         hint = _FORMS
     return ComponentError(f"no component named {name!r}", hint=hint)
+
+
+def _defines(path: Path, attr: str) -> bool:
+    """True if the file at path defines a top-level function attr (read, never imported)."""
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == attr for n in tree.body
+    )
 
 
 def _from_builtin(name: str) -> Callable[..., Any]:

@@ -222,6 +222,7 @@ class KubernetesScheduler(Scheduler):
             cfg=dict(cfg),
             scheduler=BACKEND,
             app_id=request.app_id,
+            drawn={"app_id": name},
         )
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
@@ -464,13 +465,14 @@ def _tombstone_dir() -> Path:
 
 
 def _tombstone(ns: str, name: str) -> dict[str, Any] | None:
-    rec = store.read_json_or_none(_tombstone_dir() / f"{ns}_{name}.json")
+    rec = store.read_json_or_none(store.store_root() / "kubernetes" / f"{ns}_{name}.json")
     return rec if isinstance(rec, dict) else None
 
 
 def _tombstones(ns: str) -> list[dict[str, Any]]:
-    out = []
-    for path in sorted(_tombstone_dir().glob(f"{ns}_*.json")):
+    out: list[dict[str, Any]] = []
+    found = store.existing_private_dir(store.store_root() / "kubernetes")  # a query creates none
+    for path in sorted(found.glob(f"{ns}_*.json")) if found else []:
         rec = store.read_json_or_none(path)
         if isinstance(rec, dict) and rec.get("namespace") == ns and rec.get("name"):
             out.append(rec)

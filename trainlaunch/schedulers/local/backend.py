@@ -12,6 +12,7 @@ import builtins
 import contextlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -39,11 +40,13 @@ from trainlaunch.schedulers.local import state as local_state
 from trainlaunch.schedulers.local import watchdog as local_watchdog
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files, time_span
 from trainlaunch.specs import (
+    PROGRAM,
     AppDef,
     AppDryRunInfo,
     AppState,
     CfgVal,
     ReplicaPlan,
+    Role,
     macros,
     runopts,
 )
@@ -63,6 +66,24 @@ def create_scheduler(session_name: str, **params: Any) -> LocalScheduler:
     """Registry entry point; an unknown param is a UsageError."""
     check_params(BACKEND, params, SCHEDULER_PARAMS)
     return LocalScheduler(session_name, **params)
+
+
+def check_program(role: Role, cwd: str) -> None:
+    """The program a role declares (specs.PROGRAM) must exist here: fail now, not in a replica."""
+    program = role.metadata.get(PROGRAM) or {}
+    if "path" in program:
+        path = Path(cwd, os.path.expanduser(str(program["path"])))  # an absolute path stays
+        if not path.is_file():
+            raise UsageError(
+                f"no file {program['path']!r} to run in role {role.name!r} (looked for {path})",
+                hint="a relative path is relative to the replicas' working directory: the "
+                "current one, or --cfg cwd=DIR",
+            )
+    elif "command" in program and shutil.which(str(program["command"])) is None:
+        raise UsageError(
+            f"no command {program['command']!r} on PATH to run in role {role.name!r}",
+            hint="give its path (./prog), or install it",
+        )
 
 
 class LocalScheduler(Scheduler):
@@ -151,6 +172,8 @@ class LocalScheduler(Scheduler):
             env_paths += [r.env.get("PYTHONPATH", "") for r in app.roles]
             paths = [p for text in env_paths for p in text.split(os.pathsep)]
             settings.check_strategy_module(str(strategy), [cwd, *paths])
+        for role in app.roles:
+            check_program(role, cwd)
         gpu_slices = self._gpu_slices(app, cfg)
         port = str(reserve_port())  # parked: no other job takes it before rank 0 binds it
         replicas = []
@@ -224,6 +247,7 @@ class LocalScheduler(Scheduler):
             scheduler=BACKEND,
             app_id=app_id,
             replicas=tuple(replicas),
+            drawn={"app_id": app_id, "port": port},
         )
 
     def _gpu_slices(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[tuple[str, int], str]:
@@ -315,8 +339,10 @@ class LocalScheduler(Scheduler):
 
     def list(self) -> list[ListAppResponse]:
         """Every app in the store, newest first; unreadable records are listed as such."""
-        rows = []
-        base = store.apps_dir(self.environ)
+        rows: builtins.list[ListAppResponse] = []
+        base = store.existing_apps_dir(self.environ)
+        if base is None:
+            return rows  # no store yet: no apps (and a query creates nothing)
         cached = app_index.load(base)
         fresh: dict[str, app_index.Entry] = {}
         for entry in os.scandir(base):

@@ -1,0 +1,85 @@
+"""Whose option is it? The group's, the subcommand's, or a component's (after its name)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+import click
+
+# TorchX's spellings of `run` options, and what they are called here
+TORCHX_RUN_OPTIONS = {
+    "--scheduler_args": "--cfg",
+    "--scheduler-args": "--cfg",
+    "-cfg": "--cfg",
+    "--dry-run": "--dryrun",
+    "--dry_run": "--dryrun",
+}
+# TorchX's (and habit's) command names, and ours
+COMMAND_ALIASES = {
+    "log": "logs",
+    "cancel": "stop",
+    "kill": "stop",
+    "ls": "list",
+    "show": "describe",
+    "info": "describe",
+}
+
+
+def trainlaunch_options(group: click.Group, args: Sequence[str]) -> set[str]:
+    """The option names on the command line that trainlaunch itself parses.
+
+    Group options come before the subcommand; a subcommand's options up to ``--`` or, for
+    ``run``, up to the component's name: everything after it belongs to the component.
+    """
+    found: set[str] = set()
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        found.add(args[i].split("=", 1)[0])
+        i += 1
+    if i >= len(args):
+        return found
+    try:
+        cmd = group.get_command(click.Context(group), args[i])
+    except Exception:  # noqa: BLE001 - a broken subcommand: only the group's options count
+        return found
+    if cmd is None:
+        return found
+    takes_value = {
+        name
+        for p in cmd.params
+        if isinstance(p, click.Option) and not p.is_flag and not p.count
+        for name in p.opts
+    }
+    passes_rest = any(
+        isinstance(p, click.Argument) and p.nargs == -1 and p.type is click.UNPROCESSED
+        for p in cmd.params
+    )
+    rest = list(args[i + 1 :])
+    j = 0
+    while j < len(rest):
+        tok = rest[j]
+        if tok == "--":
+            break
+        if tok.startswith("-") and len(tok) > 1:
+            name = tok.split("=", 1)[0]
+            found.add(name)
+            if name in takes_value and "=" not in tok:
+                j += 1
+        elif passes_rest:
+            break  # the component's name: the rest is its arguments
+        j += 1
+    return found
+
+
+def suggest(name: str, known: Sequence[str], aliases: dict[str, str] | None = None) -> str | None:
+    """``did you mean X?`` for a mistyped name, or None."""
+    if aliases and name in aliases:
+        return f"did you mean {aliases[name]!r}?"
+    dashed = name.replace("_", "-")
+    if dashed != name and dashed in known:
+        return f"did you mean {dashed!r}?"
+    close = difflib.get_close_matches(name, known, n=2)
+    if close:
+        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return None
