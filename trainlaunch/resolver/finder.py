@@ -166,10 +166,7 @@ def _not_found(
         )
     close = difflib.get_close_matches(name, known, n=1)
     close += [k for k in known if k.endswith("." + name) and k not in close]
-    if close:
-        hint = "did you mean " + " or ".join(repr(c) for c in close[:2]) + "?"
-    else:
-        hint = _FORMS
+    hint = "did you mean " + " or ".join(repr(c) for c in close[:2]) + "?" if close else _FORMS
     return ComponentError(f"no component named {name!r}", hint=hint)
 
 
