@@ -52,7 +52,7 @@ USER_UMASK = "TRAINLAUNCH_USER_UMASK"  # slurm: the submitter's umask, restored 
 REQUEUE_EXIT_CODE = 75
 
 # --- launcher side ----------------------------------------------------------------------------
-HOME = "TRAINLAUNCH_HOME"  # the local app store (default: per-user state dir)
+HOME = "TRAINLAUNCH_HOME"  # the local app store, absolute (default: per-user state dir)
 SCHEDULER = "TRAINLAUNCH_SCHEDULER"  # default scheduler for `run`
 CONFIG = "TRAINLAUNCH_CONFIG"  # explicit config file ('' = none)
 DEBUG = "TRAINLAUNCH_DEBUG"  # show tracebacks at the error boundary

@@ -91,6 +91,11 @@ def existing_private_dir(path: Path) -> Path | None:
         return None
     except OSError as e:
         raise StoreError(f"cannot read the app store at {path}: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreError(
+            f"cannot use the app store at {path}: not a directory",
+            hint=f"set {settings.HOME} to a directory",
+        )
     _check_private(path, st)
     return path
 

@@ -65,6 +65,11 @@ def test_every_global_option_works_after_every_subcommand(cli: CLI, command: str
         (["run", "--export_strategy", "x", "utils.echo"], "--export_strategy", "--export-strategy"),
         (["wait", "--timout", "5", "x-1"], "unknown option '--timout'", "'--timeout'"),
         (["log", "x-1"], "no command named 'log'", "'logs'"),
+        (
+            ["--seed", "3", "run", "utils.echo"],
+            "'--seed' of `trainlaunch`",
+            "trainlaunch run --seed",
+        ),
         (["cancel", "x-1"], "no command named 'cancel'", "'stop'"),
     ],
 )

@@ -111,6 +111,10 @@ def test_store_owned_by_another_user_is_refused(reaper: CLI) -> None:
 def test_store_path_that_is_a_file(reaper: CLI) -> None:
     cli = reaper
     cli.home.write_text("not a directory")
-    proc = cli("list")
+    proc = cli("list")  # reads: never creates (issue 12), but refuses the file all the same
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stderr.startswith("error: cannot use the app store"), proc.stderr
+    assert "not a directory" in proc.stderr
+    proc = cli("run", "utils.echo")
     assert proc.returncode == 5, proc.stderr
     assert proc.stderr.startswith("error: cannot create the app store"), proc.stderr

@@ -83,3 +83,20 @@ def suggest(name: str, known: Sequence[str], aliases: dict[str, str] | None = No
     if close:
         return "did you mean " + " or ".join(repr(c) for c in close) + "?"
     return None
+
+
+def subcommand_option(group: click.Command, args: Sequence[str], option: str) -> str | None:
+    """`trainlaunch --seed 3 run ...`: a hint that names where the option goes, or None."""
+    if not isinstance(group, click.Group):
+        return None
+    ctx = click.Context(group)
+    name = next((a for a in args if a in group.list_commands(ctx)), None)
+    if name is None:
+        return None
+    try:
+        cmd = group.get_command(ctx, name)
+    except Exception:  # noqa: BLE001 - no hint is better than a crash while reporting
+        return None
+    if cmd is None or not any(option in p.opts for p in cmd.params):
+        return None
+    return f"{option} is an option of `{name}`: put it after the subcommand: trainlaunch {name} {option}"

@@ -34,18 +34,23 @@ def _json_error(argv: list[str], message: str, hint: str | None, code: int) -> N
 
     if output.json_emitted() or "--json" not in _own_options(argv):
         return
-    output.emit_json({"error": message, "hint": hint, "exit_code": code})
+    # one line, so that it also ends `logs --json`'s JSON Lines cleanly
+    output.emit_json({"error": message, "hint": hint, "exit_code": code}, one_line=True)
 
 
-def _usage_message(e: click.UsageError) -> tuple[str, str]:
+def _usage_message(e: click.UsageError, argv: list[str]) -> tuple[str, str]:
     """A click usage error as our one line and hint (unknown options get a did-you-mean)."""
     cmd = e.ctx.command_path if e.ctx else "trainlaunch"
     if isinstance(e, click.exceptions.NoSuchOption) and e.ctx is not None:
-        from trainlaunch.cli.argv import TORCHX_RUN_OPTIONS, suggest
+        from trainlaunch.cli.argv import TORCHX_RUN_OPTIONS, subcommand_option, suggest
 
         known = [n for p in e.ctx.command.params for n in p.opts if n.startswith("-")]
         aliases = TORCHX_RUN_OPTIONS if e.ctx.command.name == "run" else None
-        hint = suggest(e.option_name, known, aliases) or f"see `{cmd} --help`."
+        hint = (
+            subcommand_option(e.ctx.command, argv, e.option_name)
+            or suggest(e.option_name, known, aliases)
+            or f"see `{cmd} --help`."
+        )
         if e.ctx.command.name == "run":
             hint += f" A component's own options go after its name: {cmd} COMPONENT {e.option_name}"
         return f"unknown option {e.option_name!r} of `{cmd}`", hint
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         click.echo(e.ctx.get_help(), err=True)
         code = ExitCode.USAGE
     except click.UsageError as e:
-        message, hint = _usage_message(e)
+        message, hint = _usage_message(e, args)
         _say("error", message)
         _say("hint", hint)
         code = ExitCode.USAGE

@@ -63,7 +63,8 @@ def targets(runner: Any, target: str) -> tuple[str, list[tuple[str, int]]]:
             missing = sorted(set(t.replicas) - set(ids))
             if missing:  # like a missing app or role: not found (exit 4), not a usage error
                 raise AppNotFound(
-                    f"role {role!r} has no replica {missing[0]}; it has {', '.join(map(str, ids))}"
+                    f"role {role!r} has no replica {missing[0]}; it has {', '.join(map(str, ids))}",
+                    hint=f"trainlaunch logs {handle}/{role}/{ids[0]}" if ids else None,
                 )
             ids = [i for i in ids if i in t.replicas]
         pairs += [(role, i) for i in ids]

@@ -12,9 +12,10 @@ import click
 _emitted: list[bool] = []  # a JSON document went to stdout (the boundary adds none for errors)
 
 
-def emit_json(doc: Any) -> None:
-    """One JSON document on stdout."""
-    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+def emit_json(doc: Any, one_line: bool = False) -> None:
+    """One JSON document on stdout (one_line: also a valid JSON Lines record)."""
+    indent = None if one_line else 2
+    sys.stdout.write(json.dumps(doc, indent=indent, sort_keys=False, default=str) + "\n")
     _emitted.append(True)
 
 
