@@ -18,10 +18,13 @@ from trainlaunch.errors import ExitCode, TrainlaunchError
 
 def _own_options(argv: list[str]) -> set[str]:
     """The options trainlaunch parses (a component's own --debug or --json is not ours)."""
-    from trainlaunch.cli import cli
-    from trainlaunch.cli.argv import trainlaunch_options
+    try:
+        from trainlaunch.cli import cli
+        from trainlaunch.cli.argv import trainlaunch_options
 
-    return trainlaunch_options(cli, argv)
+        return trainlaunch_options(cli, argv)
+    except Exception:  # noqa: BLE001 - reporting an error must not raise another
+        return set(argv)
 
 
 def _debug(argv: list[str]) -> bool:
