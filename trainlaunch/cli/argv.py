@@ -23,6 +23,8 @@ COMMAND_ALIASES = {
     "ls": "list",
     "show": "describe",
     "info": "describe",
+    "version": "--version",
+    "help": "--help",
 }
 
 
