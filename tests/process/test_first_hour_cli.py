@@ -273,7 +273,7 @@ def complete(cli: CLI, words: str) -> list[str]:
         "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
     }
     out = cli(env=env, check=True).stdout
-    return [line.split(",", 1)[1] for line in out.splitlines()]
+    return [line.split(",", 1)[1] for line in out.splitlines() if line]
 
 
 def test_shell_completion(cli: CLI) -> None:
@@ -284,6 +284,11 @@ def test_shell_completion(cli: CLI) -> None:
     assert complete(cli, "trainlaunch run --dr") == ["--dryrun"]
     assert "utils.echo" in complete(cli, "trainlaunch run --seed 3 ut")
     assert "--streams" in complete(cli, "trainlaunch logs --st")
+    assert complete(cli, "trainlaunch status ") == []  # no store yet: nothing, and none made
+    assert not cli.home.exists()
+    app_id = cli.run("utils.echo").rsplit("/", 1)[1]
+    assert complete(cli, "trainlaunch logs ") == [app_id]  # a bare app id is a local handle
+    assert complete(cli, f"trainlaunch wait {app_id[:3]}") == [app_id]
 
 
 def test_a_ci_script_with_pipefail_and_head(cli: CLI) -> None:

@@ -102,3 +102,25 @@ def subcommand_option(group: click.Command, args: Sequence[str], option: str) ->
     if cmd is None or not any(option in p.opts for p in cmd.params):
         return None
     return f"{option} is an option of `{name}`: put it after the subcommand: trainlaunch {name} {option}"
+
+
+def complete_component(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of `run COMPONENT`: the builtins and installed entry points."""
+    from trainlaunch.resolver import list_components
+
+    return [name for name, _ in list_components() if name.startswith(incomplete)]
+
+
+def complete_app_id(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of HANDLE: the local apps' ids, newest first (reads, never creates)."""
+    import os
+
+    from trainlaunch import store
+
+    try:
+        apps = store.existing_apps_dir()
+        entries = list(os.scandir(apps)) if apps else []
+    except Exception:  # noqa: BLE001 - completion must never print a traceback into a shell
+        return []
+    entries.sort(key=lambda e: e.stat().st_mtime, reverse=True)
+    return [e.name for e in entries if e.is_dir() and e.name.startswith(incomplete)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from trainlaunch.cli import output, render
+from trainlaunch.cli import argv, output, render
 
 
 @click.command("describe")
-@click.argument("handle")
+@click.argument("handle", shell_complete=argv.complete_app_id)
 @click.option(
     "--show-secrets",
     is_flag=True,

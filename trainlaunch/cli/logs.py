@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from trainlaunch.cli import output
+from trainlaunch.cli import argv, output
 from trainlaunch.errors import AppNotFound, UsageError
 
 _COLORS = ["36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91"]
@@ -178,7 +178,9 @@ def stream_all(
 
 
 @click.command("logs")
-@click.argument("target", metavar="HANDLE[/ROLE[/REPLICA,...]]")
+@click.argument(
+    "target", metavar="HANDLE[/ROLE[/REPLICA,...]]", shell_complete=argv.complete_app_id
+)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the app ends.")
 @click.option("--regex", default=None, help="Only lines matching this regular expression.")
 @click.option("--since", default=None, help="Only lines from this time on (30s, 5m, 2h, ISO).")

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from trainlaunch.cli import output
+from trainlaunch.cli import argv, output
 from trainlaunch.errors import UsageError
 
 FOLLOW_INTERVAL = 1.0  # seconds between re-reads of the metrics files (the runner's poller)
@@ -141,8 +141,8 @@ def _image(data: Any, metric: str, path: str) -> None:
 
 
 @click.command("metrics")
-@click.argument("handle")
-@click.argument("more", nargs=-1, metavar="[HANDLE]...")
+@click.argument("handle", shell_complete=argv.complete_app_id)
+@click.argument("more", nargs=-1, metavar="[HANDLE]...", shell_complete=argv.complete_app_id)
 @click.option(
     "--x", "x_axis", type=click.Choice(["step", "time"]), default="step", help="Chart x axis."
 )

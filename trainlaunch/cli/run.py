@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from trainlaunch.cli import output
+from trainlaunch.cli import argv, output
 
 
 @click.command("run", context_settings={"allow_interspersed_args": False})
@@ -72,7 +72,7 @@ from trainlaunch.cli import output
     "slurm, off for local; see docs/preemption.md).",
 )
 @output.json_option
-@click.argument("component", shell_complete=lambda ctx, param, incomplete: _components(incomplete))
+@click.argument("component", shell_complete=argv.complete_component)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(
     scheduler: str | None,
@@ -155,13 +155,6 @@ def command(
         elif not as_json:
             output.emit(handle)
             sys_stdout_flush()
-
-
-def _components(incomplete: str) -> list[str]:
-    """Shell completion of COMPONENT: the builtins and installed entry points."""
-    from trainlaunch.resolver import list_components
-
-    return [name for name, _ in list_components() if name.startswith(incomplete)]
 
 
 def sys_stdout_flush() -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from trainlaunch.cli import output, render
+from trainlaunch.cli import argv, output, render
 
 
 @click.command("status")
-@click.argument("handle")
+@click.argument("handle", shell_complete=argv.complete_app_id)
 @output.json_option
 def command(handle: str, as_json: bool) -> None:
     """Show the state of an app and its replicas (exit 0 whatever the app's state)."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from trainlaunch.cli import output, render
+from trainlaunch.cli import argv, output, render
 
 
 @click.command("stop")
-@click.argument("handle")
+@click.argument("handle", shell_complete=argv.complete_app_id)
 @click.option(
     "--requeue",
     is_flag=True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from trainlaunch.cli import output
+from trainlaunch.cli import argv, output
 
 
 def _seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
@@ -14,7 +14,7 @@ def _seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) 
 
 
 @click.command("wait")
-@click.argument("handle")
+@click.argument("handle", shell_complete=argv.complete_app_id)
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),
