@@ -15,6 +15,8 @@ import click
 from trainlaunch import settings
 from trainlaunch.errors import ExitCode, TrainlaunchError
 
+COMPLETE_VAR = "_TRAINLAUNCH_COMPLETE"  # click's name for prog "trainlaunch"
+
 
 def _own_options(argv: list[str]) -> set[str]:
     """The options trainlaunch parses (a component's own --debug or --json is not ours)."""
@@ -73,6 +75,11 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
     args = list(sys.argv[1:] if argv is None else argv)
     code: int = ExitCode.OK
+    instruction = os.environ.get(COMPLETE_VAR)
+    if instruction:  # shell completion (docs/cli.md); cli.main() would do it, make_context not
+        from click.shell_completion import shell_complete
+
+        sys.exit(shell_complete(cli, {}, "trainlaunch", COMPLETE_VAR, instruction))
     try:
         # not cli.main(): it turns a closed stdout (EPIPE) into exit 1 before we see it
         with cli.make_context("trainlaunch", args) as ctx:

@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-
 _emitted: list[bool] = []  # a JSON document went to stdout (the boundary adds none for errors)
 
 
