@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.exit(shell_complete(cli, {}, "trainlaunch", COMPLETE_VAR, instruction))
     try:
         # not cli.main(): it turns a closed stdout (EPIPE) into exit 1 before we see it
-        with cli.make_context("trainlaunch", args) as ctx:
+        with cli.make_context("trainlaunch", list(args)) as ctx:  # click consumes its list
             cli.invoke(ctx)
     except TrainlaunchError as e:
         if _debug(args):
