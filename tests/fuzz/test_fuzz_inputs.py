@@ -27,6 +27,7 @@ def home(tmp_path: Path) -> Iterator[Path]:
     work = tmp_path / "work"
     work.mkdir()
     (work / "mystrategies.py").write_text("# registers myproj strategies in the ranks\n")
+    (work / "x.py").write_text("")  # the local backend checks that a dist.ddp script exists
     with cli_env(tmp_path / "home", work):
         yield tmp_path
 
@@ -123,6 +124,7 @@ def _dryrun_cost(tmp_path: Path, *argv: str) -> tuple[int, int, str]:
         "TRAINLAUNCH_CONFIG": "",
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
+    (tmp_path / "x.py").write_text("")  # the local backend checks that the script exists
     proc = subprocess.run(
         [sys.executable, "-m", "trainlaunch", "run", "--dryrun", *argv],
         capture_output=True,
