@@ -56,6 +56,7 @@ def test_a_backends_own_exit_code_wins() -> None:
         (["status", "H", "--json"], {"--json"}),  # no component: options may follow
         (["logs", "--", "--json"], set()),
         (["nosuch", "--json"], set()),
+        (["torchrun", "--debug", "x.py"], set()),  # torchrun's line is torchrun's
     ],
 )
 def test_whose_option_is_it(argv: list[str], own: set[str]) -> None:

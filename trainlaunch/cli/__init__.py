@@ -62,9 +62,14 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def passes_everything(cmd: click.Command) -> bool:
+    """A command whose whole command line is someone else's (torchrun's): no options of ours."""
+    return bool(cmd.context_settings.get("ignore_unknown_options"))
+
+
 def with_global_options(cmd: click.Command) -> click.Command:
     """Let the group's --debug and --version also work after the subcommand (once per command)."""
-    if any(p.name == "debug" for p in cmd.params):
+    if any(p.name == "debug" for p in cmd.params) or passes_everything(cmd):
         return cmd
     # read by the error boundary from the command line (cli/argv.py), so it needs no value here
     cmd.params.append(

@@ -45,8 +45,8 @@ def trainlaunch_options(group: click.Group, args: Sequence[str]) -> set[str]:
         cmd = group.get_command(click.Context(group), args[i])
     except Exception:  # noqa: BLE001 - a broken subcommand: only the group's options count
         return found
-    if cmd is None:
-        return found
+    if cmd is None or cmd.context_settings.get("ignore_unknown_options"):
+        return found  # no subcommand, or one that hands its whole line on (torchrun)
     takes_value = {
         name
         for p in cmd.params
