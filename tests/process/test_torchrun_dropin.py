@@ -109,6 +109,7 @@ def test_dropin_refuses_in_torchruns_words(cli: CLI) -> None:
 
 
 def test_dryrun_says_who_starts_the_nodes(cli: CLI) -> None:
+    (cli.cwd / "t.py").write_text("")  # the local backend checks that the script exists
     ep = ["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400"]
     cases = {
         ("--nnodes", "2"): "trainlaunch starts all 2 nodes",
