@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "stackdump": 4,  # runs py-spy to collect stacks
     "agent_record": 4,  # agent.json: written by the agent, read by backends
     "procs": 4,  # process helpers shared by the supervisor and the agent
+    "interleave": 4,  # stdout+stderr lines in arrival order (supervisor and agent)
     "redact": 4,
     "metrics_reader": 4,
     "sweeps": 4,  # a sweep's points (pure grid / random search)

@@ -10,14 +10,13 @@ according to torchrun's rules. No polling: the agent's selector wakes on data (`
 from __future__ import annotations
 
 import collections
-import errno
 import os
 import shutil
 import tempfile
 from collections.abc import Sequence
 from string import Template
 
-from trainlaunch.interleave import Combined
+from trainlaunch.interleave import Combined, write_all
 
 OUT, ERR = 1, 2  # torchrun's Std bits
 TAIL_LINES = 20  # stderr lines kept per rank for the root cause
@@ -78,22 +77,6 @@ def line_prefix(template: str | None, role: str, rank: int, local_rank: int) -> 
     else:
         text = f"[{role}{local_rank}]:"
     return text.encode()
-
-
-def write_all(fd: int, data: bytes) -> bool:
-    """Write everything (a signal may cut a write short); False once the reader is gone."""
-    view = memoryview(data)
-    while view:
-        try:
-            n = os.write(fd, view)
-        except BrokenPipeError:
-            return False
-        except OSError as e:
-            if e.errno in (errno.EAGAIN, errno.EINTR):
-                continue
-            return False
-        view = view[n:]
-    return True
 
 
 class Stream:
