@@ -215,12 +215,7 @@ def test_every_top_level_module_has_a_layer(name: str) -> None:
 
 
 # justified (or not yet fixed) cycles: frozenset of modules -> why
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"trainlaunch.cli.compare_view", "trainlaunch.cli.metrics"}): (
-        "metrics --compare (sweep work) calls compare_view, which borrows metrics_location and "
-        "check_image_path back; both imports are lazy. Fix: move those two into their own module"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 
 def test_no_import_cycles_even_through_lazy_imports() -> None:

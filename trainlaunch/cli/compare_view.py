@@ -13,7 +13,7 @@ def load(handles: list[str]) -> list[Any]:
     """AppMetrics for every app the handles name (a sweep stands for its points)."""
     from trainlaunch import compare, sweep_runs
     from trainlaunch import metrics_reader as mr
-    from trainlaunch.cli.metrics import metrics_location
+    from trainlaunch.cli.metrics_files import metrics_location
     from trainlaunch.runner import get_runner
 
     apps = []
@@ -34,7 +34,7 @@ def load(handles: list[str]) -> list[Any]:
 def show(handles: list[str], metric: str | None, x: str, image: str | None, as_json: bool) -> None:
     """Print the comparison table (and the overlay chart of --metric)."""
     from trainlaunch import compare
-    from trainlaunch.cli.metrics import check_image_path
+    from trainlaunch.cli.metrics_files import check_image_path
 
     if image and not metric:
         raise UsageError("--image needs --metric NAME")

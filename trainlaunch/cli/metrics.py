@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 import math
-import string
 from typing import Any
 
 import click
 
 from trainlaunch.cli import argv, output
+from trainlaunch.cli.metrics_files import check_image_path, metrics_location
 from trainlaunch.errors import UsageError
 
 FOLLOW_INTERVAL = 1.0  # seconds between re-reads of the metrics files (the runner's poller)
-
-
-def metrics_location(resp: Any) -> str:
-    """The directory or glob holding an app's metrics files (from its rank settings)."""
-    settings = {}
-    if resp.app is not None:
-        settings = dict(resp.app.metadata.get("trainlaunch") or {})
-    path = settings.get("metrics_path") or resp.metadata.get("settings", {}).get("metrics_path")
-    if not path:
-        raise UsageError(
-            f"app {resp.app_id} recorded no metrics path", hint="pass --path DIR_OR_GLOB"
-        )
-    path = string.Template(path).safe_substitute(app_id=resp.app_id)
-    return path.replace("{rank}", "*")
 
 
 def _finite(value: Any) -> Any:
@@ -86,24 +72,6 @@ def _text(data: Any, metric: str | None) -> str:
     for path in data.skipped_files:
         lines.append(f"(ignored {path}: not a regular file)")
     return "\n".join(lines)
-
-
-IMAGE_FORMATS = ("eps", "jpeg", "jpg", "pdf", "png", "ps", "svg", "svgz", "tif", "tiff", "webp")
-
-
-def check_image_path(path: str) -> None:
-    """Refuse an --image FILE that cannot be written before any metrics are read."""
-    import os
-
-    ext = os.path.splitext(path)[1].lstrip(".").lower()
-    if ext not in IMAGE_FORMATS:
-        raise UsageError(
-            f"--image {path!r}: unknown image format {ext or '(none)'!r}",
-            hint=f"end the name with one of: {', '.join('.' + e for e in IMAGE_FORMATS)}",
-        )
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise UsageError(f"--image {path!r}: no directory {parent}")
 
 
 def _image(data: Any, metric: str, path: str) -> None:
