@@ -96,6 +96,7 @@ def test_slurm_refuses_since_and_until_like_a_usage_error() -> None:
 
 
 def test_dryrun_shows_the_rank_plan_of_node_agents_only(cli: CLI) -> None:
+    (cli.cwd / "t.py").write_text("")  # the local backend checks that the script exists
     ddp = cli("run", "--dryrun", "dist.ddp", "--nproc-per-node", "2", "t.py", check=True).stdout
     assert "[t/0 ranks]" in ddp and "rank 1 (local 1):" in ddp and "WORLD_SIZE=2" in ddp
     doc = json.loads(cli("run", "--dryrun", "--json", "dist.ddp", "t.py", check=True).stdout)
