@@ -182,6 +182,8 @@ def argv_strategy(name: str, store: Store) -> st.SearchStrategy[list[str]]:
     if name == "run":
         tokens = st.lists(token | st.sampled_from(COMPONENTS), max_size=8)
         return tokens.map(lambda t: ["run", "--dryrun", *t])
+    if name == "rerun":  # like run: argument handling is fuzzed, nothing is launched
+        return st.lists(token, max_size=6).map(lambda t: ["rerun", "--dryrun", *t])
     return st.lists(token, max_size=6).map(lambda t: [name, *t])
 
 
