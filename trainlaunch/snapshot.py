@@ -23,6 +23,7 @@ import fnmatch
 import json
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -262,6 +263,19 @@ def take(p: SnapshotPlan, dest: Path) -> None:
                 hint="run with --no-snapshot to run from the working tree",
             ) from None
     (dest / SNAPSHOT_META).write_text(json.dumps(p.to_dict(), sort_keys=True), encoding="utf-8")
+    _make_private(dest)
+
+
+def _make_private(dest: Path) -> None:
+    """Only the owner may read the copy (the job dir holds it; so may secrets in the code):
+    directories 0700, files keep their owner bits (a script stays executable)."""
+    for top, _dirs, files in os.walk(dest):
+        os.chmod(top, 0o700)
+        for name in files:
+            path = os.path.join(top, name)
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISLNK(mode):
+                os.chmod(path, stat.S_IMODE(mode) & 0o700)
 
 
 def relocate(
