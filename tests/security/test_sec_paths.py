@@ -153,7 +153,10 @@ def test_a_few_hostile_handles_through_the_real_cli(store: tuple[CLI, str, Path]
     assert "the real app" in real.stdout and BAIT not in real.stdout
 
 
-@pytest.mark.parametrize("link", ["logs", "logs/sh", "logs/sh/0", "logs/sh/0/stdout.log"])
+@pytest.mark.parametrize(
+    "link",
+    ["logs", "logs/sh", "logs/sh/0", "logs/sh/0/stdout.log", "logs/sh/0/combined.log"],
+)
 def test_logs_never_follow_a_symlink_out_of_the_store(reaper: CLI, link: str) -> None:
     """Issue 13.9: a logs directory (or file) replaced by a symlink printed nothing and exited
     0, or followed the link; now one error line and exit 5, and no byte of the target."""
@@ -172,14 +175,17 @@ def test_logs_never_follow_a_symlink_out_of_the_store(reaper: CLI, link: str) ->
         "logs/sh": bait,
         "logs/sh/0": bait / "sh" / "0",
         "logs/sh/0/stdout.log": bait / "stdout.log",
+        "logs/sh/0/combined.log": bait / "stdout.log",
     }[link]
+    # `logs` reads combined.log (both streams in order); stdout.log is read for --stream stdout
+    pick = ["--stream", "stdout"] if link.endswith("stdout.log") else []
     if victim.is_dir():
         shutil.rmtree(victim)
     else:
         victim.unlink()
     victim.symlink_to(target)
     for args in (["logs", handle], ["logs", "-f", handle], ["logs", "--json", handle]):
-        proc = cli(*args, timeout=30)
+        proc = cli(*args[:-1], *pick, handle, timeout=30)
         assert proc.returncode == 5, (args, proc.returncode, proc.stderr)
         assert "BAIT" not in proc.stdout, args
         errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
