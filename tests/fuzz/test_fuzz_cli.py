@@ -283,3 +283,10 @@ def test_the_store_fixture_is_meaningful(store: Store) -> None:
     ):
         code, out, err = run_inprocess(argv)
         assert code == 0, (argv, err)
+
+
+def test_rerun_with_the_components_help_flag_shows_its_help(store: Store) -> None:
+    # found by the long fuzz: `rerun H -h` raised the resolver's help request (exit 70)
+    for flag in ("-h", "--help"):
+        code, out, err = run_inprocess(["rerun", "--dryrun", store.handles[0], flag])
+        assert code == 0 and out.startswith("usage: trainlaunch run "), (code, out, err)

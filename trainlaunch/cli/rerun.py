@@ -33,6 +33,7 @@ def command(
     app's `describe` names the app it was rerun from.
     """
     from trainlaunch.handles import parse_app_handle
+    from trainlaunch.resolver import HelpRequested
     from trainlaunch.runner import get_runner
 
     handle = str(parse_app_handle(handle))
@@ -41,7 +42,11 @@ def command(
         cfg: dict[str, Any] = {}
         for text in cfgs:
             cfg.update(opts.cfg_from_str(text, parse_app_handle(handle).scheduler))
-        info = runner.dryrun_rerun(handle, list(args) or None, cfg, seed)
+        try:
+            info = runner.dryrun_rerun(handle, list(args) or None, cfg, seed)
+        except HelpRequested as h:  # `rerun H --help`: the component's help, as `run` shows it
+            output.emit(h.text)
+            return
         if dryrun:
             output.emit(str(info))
             return
