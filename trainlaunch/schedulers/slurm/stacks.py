@@ -150,6 +150,10 @@ def dump_targets(
         argv = [
             "srun",
             "--overlap",
+            # the job's steps may hold all of its memory (DefMemPerCPU, no --mem): without
+            # --mem=0 (the job's memory, shared) a new step is refused "Memory required by
+            # task is not available"; a small fixed request would cap py-spy under cgroups
+            "--mem=0",
             f"--jobid={job_id}",
             f"--nodelist={','.join(nodes)}",
             f"--nodes={len(nodes)}",
