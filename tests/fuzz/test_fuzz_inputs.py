@@ -115,12 +115,23 @@ def test_config_that_is_not_utf8_is_a_config_error_naming_the_file(home: Path) -
         _refused(["run", "--dryrun", "utils.echo"], 2, str(user), "UTF-8")
 
 
-def _dryrun_cost(tmp_path: Path, *argv: str) -> tuple[int, int, str, float]:
-    """(exit code, output lines, stderr, peak RSS in MiB) of a real dry run.
+# A bare interpreter forks and waits for the dry run, then writes the child's peak RSS. Linux
+# carries the parent's peak into a forked child across exec, so a child of this (large) test
+# process would report at least the test process's own peak; the bare one is ~10 MiB.
+_PEAK_OF_CHILD = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
-    The peak is this child's own (wait4), not the largest of every child this test process
-    ever waited for (RUSAGE_CHILDREN), which earlier tests in the same run would set.
-    """
+
+def _dryrun_cost(tmp_path: Path, *argv: str) -> tuple[int, int, str, float]:
+    """(exit code, output lines, stderr, peak RSS in MiB) of a real dry run."""
     env = {
         "PATH": "/usr/bin:/bin",
         "TRAINLAUNCH_HOME": str(tmp_path / "home"),
@@ -128,19 +139,19 @@ def _dryrun_cost(tmp_path: Path, *argv: str) -> tuple[int, int, str, float]:
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
     (tmp_path / "x.py").write_text("")  # the local backend checks that the script exists
+    peak = tmp_path / "peak-kib"
     with open(tmp_path / "out", "w+") as out, open(tmp_path / "err", "w+") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "trainlaunch", "run", "--dryrun", *argv],
+        code = subprocess.call(
+            [sys.executable, "-S", "-c", _PEAK_OF_CHILD, str(peak), sys.executable]
+            + ["-m", "trainlaunch", "run", "--dryrun", *argv],
             stdout=out,
             stderr=err,
             env=env,
             cwd=tmp_path,
         )
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return proc.returncode, out.read().count("\n"), err.read(), usage.ru_maxrss / 1024
+        return code, out.read().count("\n"), err.read(), int(peak.read_text()) / 1024
 
 
 @pytest.mark.parametrize(
