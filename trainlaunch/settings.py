@@ -39,9 +39,14 @@ NUM_REPLICAS = "TRAINLAUNCH_NUM_REPLICAS"
 RANK0_HOST = "TRAINLAUNCH_RANK0_HOST"  # the ${rank0_env} of every backend
 RDZV_PORT = "TRAINLAUNCH_RDZV_PORT"  # port rank 0 listens on for multi-node static rendezvous
 # Which attempt this is (0 on the first run): restarts after failures plus requeues after a
-# preemption or time limit. Set by the local and Slurm backends; Kubernetes cannot tell a
-# replacement pod its attempt, so it is unset there (the rank library reads it as 0).
+# preemption or time limit. Set by the local and Slurm backends, and on Kubernetes by the node
+# agent from the two counts below (the rank library adds them up itself where no agent runs).
 RESTART_COUNT = "TRAINLAUNCH_RESTART_COUNT"
+# Kubernetes (backoffLimitPerIndex, 1.29+): the pod's failure counts for its index, from the
+# Job controller's annotations through the downward API ('' when the cluster set none).
+INDEX_FAILURES = "TRAINLAUNCH_INDEX_FAILURES"  # job-index-failure-count: failures
+INDEX_REQUEUES = "TRAINLAUNCH_INDEX_REQUEUES"  # job-index-ignored-failure-count: requeues
+MAX_REQUEUES = "TRAINLAUNCH_MAX_REQUEUES"  # Kubernetes: the limit the pod's agent enforces
 # local and Slurm (not Kubernetes): where a replica (node agent) keeps its files
 REPLICA_LOG_DIR = "TRAINLAUNCH_REPLICA_LOG_DIR"
 USER_UMASK = "TRAINLAUNCH_USER_UMASK"  # slurm: the submitter's umask, restored for the app itself
@@ -50,6 +55,9 @@ USER_UMASK = "TRAINLAUNCH_USER_UMASK"  # slurm: the submitter's umask, restored 
 # A rank that saved its state after a warning exits with this code to ask for a requeue
 # (sysexits' EX_TEMPFAIL: "try again later"); every backend counts it apart from failures.
 REQUEUE_EXIT_CODE = 75
+# Kubernetes: a pod started after its replica's last requeue exits with this code at once; the
+# Job's podFailurePolicy turns it into FailJob ("requeues exhausted", docs/kubernetes.md).
+REQUEUES_EXHAUSTED_EXIT_CODE = 76
 
 # --- launcher side ----------------------------------------------------------------------------
 HOME = "TRAINLAUNCH_HOME"  # the local app store, absolute (default: per-user state dir)

@@ -159,10 +159,17 @@ def test_roles_that_collide_after_normalising() -> None:
 
 
 def test_retries_application_counts_a_failure_wave_per_retry() -> None:
-    spec = render(echo_app(4, max_retries=2))[0]["spec"]
+    spec = render(echo_app(4, max_retries=2), server_version="1.28")[0]["spec"]
     assert spec["backoffLimit"] == 8 and "backoffLimitPerIndex" not in spec
     assert spec["podFailurePolicy"]["rules"][0]["action"] == "Ignore"
     assert "podReplacementPolicy" not in spec  # not in the 1.27/1.28 API
+
+
+def test_retries_application_on_new_servers_also_caps_each_replica() -> None:
+    spec = render(echo_app(4, max_retries=2))[0]["spec"]  # the default: 1.29
+    assert spec["backoffLimit"] == 8  # the app's failures, as before
+    assert (spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]) == (2, 0)
+    assert spec["podReplacementPolicy"] == "Failed"
 
 
 def test_retries_replica_uses_per_index_limits_on_new_servers() -> None:
@@ -171,8 +178,58 @@ def test_retries_replica_uses_per_index_limits_on_new_servers() -> None:
     assert (spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]) == (2, 0)
     assert "backoffLimit" not in spec and spec["podReplacementPolicy"] == "Failed"
     with pytest.raises(UsageError, match="1.29") as e:
-        render(app)
+        render(app, server_version="1.28")
     assert "server_version" in (e.value.hint or "")
+
+
+def rules(spec: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The podFailurePolicy rules as (action, what they match)."""
+    out = []
+    for r in spec["podFailurePolicy"]["rules"]:
+        codes = r.get("onExitCodes")
+        match = codes["values"] if codes else [c["type"] for c in r["onPodConditions"]]
+        out.append((r["action"], match))
+    return out
+
+
+def test_requeues_are_ignored_and_their_end_fails_the_job() -> None:
+    spec = render(echo_app(2, max_retries=1), max_requeues=5)[0]["spec"]
+    assert rules(spec) == [
+        ("Ignore", ["DisruptionTarget"]),  # preemption, eviction, node drain
+        ("Ignore", [75]),  # a rank saved its state and asked for a requeue
+        ("FailJob", [76]),  # the agent found the replica's requeues used up
+    ]
+    env = {e["name"]: e for e in spec["template"]["spec"]["containers"][0]["env"]}
+    paths = {
+        k: env[k]["valueFrom"]["fieldRef"]["fieldPath"]
+        for k in ("TRAINLAUNCH_INDEX_FAILURES", "TRAINLAUNCH_INDEX_REQUEUES")
+    }
+    assert paths == {
+        "TRAINLAUNCH_INDEX_FAILURES": (
+            "metadata.annotations['batch.kubernetes.io/job-index-failure-count']"
+        ),
+        "TRAINLAUNCH_INDEX_REQUEUES": (
+            "metadata.annotations['batch.kubernetes.io/job-index-ignored-failure-count']"
+        ),
+    }
+    assert env["TRAINLAUNCH_MAX_REQUEUES"]["value"] == "5"
+    assert "TRAINLAUNCH_RESTART_COUNT" not in env  # the agent computes it in the pod
+
+
+def test_old_servers_get_no_counts() -> None:
+    spec = render(echo_app(2), server_version="1.27")[0]["spec"]
+    assert rules(spec) == [("Ignore", ["DisruptionTarget"]), ("Ignore", [75])]
+    names = {e["name"] for e in spec["template"]["spec"]["containers"][0]["env"]}
+    assert not names & {"TRAINLAUNCH_INDEX_FAILURES", "TRAINLAUNCH_MAX_REQUEUES"}
+
+
+def test_a_role_cannot_set_what_the_pod_fills_in() -> None:
+    app = echo_app(2, env={"TRAINLAUNCH_INDEX_REQUEUES": "0", "TRAINLAUNCH_MAX_REQUEUES": "99"})
+    env = render(app, max_requeues=1)[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert [e["name"] for e in env].count("TRAINLAUNCH_INDEX_REQUEUES") == 1
+    assert [e for e in env if e["name"] == "TRAINLAUNCH_MAX_REQUEUES"] == [
+        {"name": "TRAINLAUNCH_MAX_REQUEUES", "value": "1"}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -184,6 +241,7 @@ def test_retries_replica_uses_per_index_limits_on_new_servers() -> None:
         ({"image_pull_policy": "Sometimes"}, "image_pull_policy"),
         ({"server_version": "1.20"}, "older than"),
         ({"server_version": "latest"}, "server_version"),
+        ({"max_requeues": -1}, "max_requeues"),
         ({"rdzv_port": 70000}, "rdzv_port"),
         ({"agent": "sidecar"}, "agent must be one of bundled, image"),
         ({"metrics_mount": "relative/dir"}, "metrics_mount"),

@@ -66,7 +66,7 @@ def test_the_schemas_cover_the_supported_range() -> None:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden_cases_are_valid(case: str) -> None:
     cfg = CASES[case][1]
-    oldest = tuple(map(int, cfg.get("server_version", "1.27").split(".")))
+    oldest = tuple(map(int, cfg.get("server_version", "1.29").split(".")))  # the default
     assert_valid_from(render_case(case), oldest)  # type: ignore[arg-type]
 
 
@@ -75,6 +75,8 @@ def variants() -> list[tuple[str, AppDef, dict[str, Any]]]:
     role = echo_app(3).roles[0]
     out: list[tuple[str, AppDef, dict[str, Any]]] = [
         ("retries", AppDef("r", (role.replace(max_retries=3),)), {}),
+        ("retries-1.27", AppDef("r", (role.replace(max_retries=3),)), {"server_version": "1.27"}),
+        ("requeues-1.29", AppDef("r", (role,)), {"server_version": "1.29", "max_requeues": 0}),
         (
             "replica-retries",
             AppDef("r", (role.replace(max_retries=1, retry_policy=RetryPolicy.REPLICA),)),

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from trainlaunch import settings
 from trainlaunch.agent import flags, workers
 from trainlaunch.agent.plan import TORCHRUN, choose_engine, node_environ, plan_node
+from trainlaunch.agent.requeues import pod_attempt
 from trainlaunch.agent.state import AgentRecord, agent_file
 from trainlaunch.errors import UsageError
 from trainlaunch.procs import keep_files_private
@@ -37,6 +38,12 @@ def exec_torchrun(args: flags.AgentArgs, reason: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one node; the exit code is the failing rank's (128+N for a signal)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    attempt = pod_attempt(os.environ)  # Kubernetes: the pod's attempt, before any rank starts
+    if attempt.note:
+        os.write(2, f"{attempt.note}\n".encode())
+    if attempt.exit_code is not None:
+        return attempt.exit_code
+    os.environ.update(attempt.env)  # inherited by every worker (and by torchrun)
     try:
         args = flags.parse(argv, os.environ)
         engine, reason = choose_engine(args)

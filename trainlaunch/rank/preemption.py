@@ -95,7 +95,13 @@ def requested(sync: bool = True) -> bool:
 def restart_count() -> int:
     """Which attempt this is: 0 on the first run, then 1, 2, ... after requeues and retries."""
     raw = os.environ.get(settings.RESTART_COUNT, "").strip()
-    return int(raw) if raw.isdigit() else 0
+    if raw.isdigit():
+        return int(raw)
+    # a Kubernetes pod without the node agent: the Job controller's counts for its index
+    counts = (
+        os.environ.get(n, "").strip() for n in (settings.INDEX_FAILURES, settings.INDEX_REQUEUES)
+    )
+    return sum(int(c) for c in counts if c.isdigit())
 
 
 def requeue() -> NoReturn:

@@ -38,12 +38,13 @@ from trainlaunch.schedulers.kubernetes.logs import LogReader
 from trainlaunch.schedulers.kubernetes.render import (
     ANN_APP_NAME,
     BACKEND,
+    DEFAULT_MAX_REQUEUES,
     DEFAULT_RDZV_PORT,
+    DEFAULT_VERSION,
     LABEL_APP,
     LABEL_MANAGED_BY,
     LABEL_ROLE,
     LABEL_SESSION,
-    OLDEST_VERSION,
     RenderOptions,
     app_name,
     opt_str,
@@ -114,9 +115,9 @@ class KubernetesScheduler(Scheduler):
         o.add(
             "server_version",
             str,
-            "oldest Kubernetes version to render for; 1.29+ adds "
-            "podReplacementPolicy and per-replica retries (retry_policy REPLICA)",
-            default=f"{OLDEST_VERSION[0]}.{OLDEST_VERSION[1]}",
+            "oldest Kubernetes version to render for (1.27+); from 1.29 the Jobs count per "
+            "replica: requeue limit, TRAINLAUNCH_RESTART_COUNT, podReplacementPolicy",
+            default=f"{DEFAULT_VERSION[0]}.{DEFAULT_VERSION[1]}",
         )
         o.add("service_account", str, "service account the pods run as")
         o.add("priority_class", str, "priorityClassName of the pods")
@@ -136,6 +137,13 @@ class KubernetesScheduler(Scheduler):
             int,
             "seconds between SIGTERM (preemption, eviction, stop) and SIGKILL: time for the "
             "ranks to save (terminationGracePeriodSeconds; default: the cluster's, 30)",
+        )
+        o.add(
+            "max_requeues",
+            int,
+            "how often each replica runs again after a preemption, eviction or a rank's exit 75, "
+            "apart from max_retries; then the Job fails (needs server_version 1.29+)",
+            default=DEFAULT_MAX_REQUEUES,
         )
         o.add(
             "rdzv_port",

@@ -37,9 +37,13 @@ from trainlaunch.schedulers.kubernetes.metrics import ANN_METRICS, metrics_recor
 from trainlaunch.specs import AppDef, CfgVal, RetryPolicy, Role, macros
 
 BACKEND = "kubernetes"
-OLDEST_VERSION = (1, 27)  # the oldest server the default manifests are valid on (schema-tested)
+OLDEST_VERSION = (1, 27)  # the oldest server trainlaunch can render for (schema-tested)
 NEWEST_VERSION = (1, 37)  # the newest server schema-tested
 PER_INDEX_VERSION = (1, 29)  # backoffLimitPerIndex, podReplacementPolicy on by default (beta)
+# The default server_version: per-index counts (requeues, TRAINLAUNCH_RESTART_COUNT) need 1.29;
+# an older server drops the newer fields and the pods say what they cannot count.
+DEFAULT_VERSION = PER_INDEX_VERSION
+DEFAULT_MAX_REQUEUES = 3  # as on the local and Slurm backends
 DEFAULT_RDZV_PORT = 29500  # every pod has its own network namespace, so a fixed port is safe
 
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -51,6 +55,11 @@ ANN_ROLE_INDEX = "trainlaunch.io/role-index"
 ANN_ROLE = "trainlaunch.io/role"  # the Role as submitted (JSON), so describe can return it
 ANN_ROLE_NAME = "trainlaunch.io/role-name"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# Set on each pod by the Job controller when the Job has backoffLimitPerIndex (1.29+): the
+# index's failures before this pod, counted against the limit, and those the podFailurePolicy
+# ignored (requeues: exit 75, preemption, eviction); absent means 0.
+FAILURES_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
+REQUEUES_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
 RESERVED_PREFIX = "trainlaunch.io/"
 
 MAX_APP_BASE = 22  # leaves room for '-' + suffix + '-' + role + '-' + index within 63
@@ -67,7 +76,7 @@ class RenderOptions:
     """The runopts that shape the manifests (see ``kubernetes.run_opts`` for their help)."""
 
     namespace: str = "default"
-    server_version: tuple[int, int] = OLDEST_VERSION
+    server_version: tuple[int, int] = DEFAULT_VERSION
     service_account: str | None = None
     priority_class: str | None = None
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -84,6 +93,7 @@ class RenderOptions:
     metrics_mount: str = DEFAULT_METRICS_MOUNT
     metrics_local_dir: str | None = None
     grace_period: int | None = None  # terminationGracePeriodSeconds: SIGTERM -> SIGKILL
+    max_requeues: int = DEFAULT_MAX_REQUEUES  # per replica; enforced by the pod's agent
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, CfgVal], namespace: str) -> RenderOptions:
@@ -100,6 +110,10 @@ class RenderOptions:
         grace = cfg.get("termination_grace_period")
         if grace is not None and (not isinstance(grace, int) or grace < 0):
             raise UsageError(f"termination_grace_period must be >= 0 seconds, got {grace!r}")
+        requeues = cfg.get("max_requeues")
+        requeues = DEFAULT_MAX_REQUEUES if requeues is None else requeues
+        if not isinstance(requeues, int) or isinstance(requeues, bool) or requeues < 0:
+            raise UsageError(f"max_requeues must be >= 0, got {requeues!r}")
         for key in [*_str_map(cfg.get("labels")), *_str_map(cfg.get("annotations"))]:
             if key.startswith(RESERVED_PREFIX):
                 raise UsageError(f"label/annotation {key!r} is reserved for trainlaunch")
@@ -128,7 +142,13 @@ class RenderOptions:
             metrics_mount=posixpath.normpath(mount),
             metrics_local_dir=opt_str(cfg, "metrics_local_dir"),
             grace_period=grace,
+            max_requeues=requeues,
         )
+
+    @property
+    def per_index(self) -> bool:
+        """Whether the Jobs count per index (backoffLimitPerIndex): requeues and attempts."""
+        return self.server_version >= PER_INDEX_VERSION
 
     def metrics_path(self) -> str:
         """The default TRAINLAUNCH_METRICS_PATH in the pods (``${app_id}``: the app's name)."""
@@ -152,9 +172,9 @@ def _str_list(value: CfgVal) -> list[str]:
 
 
 def parse_version(text: str) -> tuple[int, int]:
-    """``"1.29"`` or ``"v1.29.3"`` -> (1, 29); empty -> the oldest supported version."""
+    """``"1.29"`` or ``"v1.29.3"`` -> (1, 29); empty -> the default version."""
     if not text:
-        return OLDEST_VERSION
+        return DEFAULT_VERSION
     m = re.match(r"^v?(\d+)\.(\d+)(\.\d+)?$", text.strip())
     if not m:
         raise UsageError(f"server_version must look like 1.29, got {text!r}")
@@ -286,37 +306,49 @@ def render_app(
 def _job_policy(role: Role, opts: RenderOptions) -> dict[str, Any]:
     n, retries = role.num_replicas, role.max_retries
     spec: dict[str, Any] = {"completionMode": "Indexed", "completions": n, "parallelism": n}
-    new = opts.server_version >= PER_INDEX_VERSION
-    if role.retry_policy is RetryPolicy.REPLICA and retries > 0:
-        if not new:
-            raise UsageError(
-                f"role {role.name!r}: retry_policy REPLICA needs backoffLimitPerIndex "
-                "(Kubernetes >= 1.29)",
-                hint="set --cfg server_version=1.29 (or your cluster's version) if it is newer",
-            )
-        spec["backoffLimitPerIndex"] = retries
-        spec["maxFailedIndexes"] = 0  # one replica out of retries fails the whole role
-    else:
+    if role.retry_policy is RetryPolicy.REPLICA and retries > 0 and not opts.per_index:
+        raise UsageError(
+            f"role {role.name!r}: retry_policy REPLICA needs backoffLimitPerIndex "
+            "(Kubernetes >= 1.29)",
+            hint="set --cfg server_version=1.29 (or your cluster's version) if it is newer",
+        )
+    if role.retry_policy is not RetryPolicy.REPLICA or not opts.per_index:
         # One failure of a gang usually takes every replica down with it, so each retry of
         # the app may cost up to num_replicas failed pods.
         spec["backoffLimit"] = retries * n
+    if opts.per_index:
+        # Per index, so the controller annotates every pod with its index's counts (the agent
+        # turns them into TRAINLAUNCH_RESTART_COUNT and enforces max_requeues): no replica
+        # fails more than max_retries times, and one replica out of retries fails the role.
+        spec["backoffLimitPerIndex"] = retries
+        spec["maxFailedIndexes"] = 0
     # Preemption, eviction and node drains are not the app's fault: do not count them; nor
     # a rank that saved its state on SIGTERM and asked for a requeue (exit 75): both are
     # requeues, and the Job starts a replacement pod (docs/preemption.md).
-    spec["podFailurePolicy"] = {
-        "rules": [
+    rules: list[dict[str, Any]] = [
+        {
+            "action": "Ignore",
+            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+        },
+        {
+            "action": "Ignore",
+            "onExitCodes": {"operator": "In", "values": [settings.REQUEUE_EXIT_CODE]},
+            "onPodConditions": [],  # required by the 1.27-1.29 schemas
+        },
+    ]
+    if opts.per_index:  # a pod started after its replica's last requeue ends the Job
+        rules.append(
             {
-                "action": "Ignore",
-                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
-            },
-            {
-                "action": "Ignore",
-                "onExitCodes": {"operator": "In", "values": [settings.REQUEUE_EXIT_CODE]},
-                "onPodConditions": [],  # required by the 1.27-1.29 schemas
-            },
-        ]
-    }
-    if new:  # start a replacement only once the old pod is gone: never two pods per rank
+                "action": "FailJob",
+                "onExitCodes": {
+                    "operator": "In",
+                    "values": [settings.REQUEUES_EXHAUSTED_EXIT_CODE],
+                },
+                "onPodConditions": [],
+            }
+        )
+    spec["podFailurePolicy"] = {"rules": rules}
+    if opts.per_index:  # start a replacement only once the old pod is gone: never two pods per rank
         spec["podReplacementPolicy"] = "Failed"
     return spec
 
@@ -339,7 +371,7 @@ def _pod_template(
     command, args = container_command(role, opts)
     container["command"] = [kube_text(c) for c in command]
     container["args"] = [kube_text(a) for a in args]
-    container["env"] = _env(role, env)
+    container["env"] = _env(role, env, opts)
     if resources := _resources(role):
         container["resources"] = resources
     if ports := _ports(role, opts):
@@ -384,21 +416,35 @@ def kube_text(text: str) -> str:
     return escaped.replace(_REPLICA_SENTINEL, REPLICA_ID_REF)
 
 
-def _env(role: Role, identity: dict[str, str]) -> list[dict[str, Any]]:
+def _env(role: Role, identity: dict[str, str], opts: RenderOptions) -> list[dict[str, Any]]:
     # TRAINLAUNCH_REPLICA_ID comes first: $(VAR) only expands variables defined earlier.
-    env: list[dict[str, Any]] = [
-        {
-            "name": settings.REPLICA_ID,
-            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}},
-        }
-    ]
-    env += [{"name": k, "value": v} for k, v in identity.items()]
+    env: list[dict[str, Any]] = [_annotation_env(settings.REPLICA_ID, INDEX_ANNOTATION)]
+    counts: dict[str, str] = {}
+    if opts.per_index:  # the pod's attempt and the requeue limit (agent/requeues.py)
+        env += [
+            _annotation_env(settings.INDEX_FAILURES, FAILURES_ANNOTATION),
+            _annotation_env(settings.INDEX_REQUEUES, REQUEUES_ANNOTATION),
+        ]
+        counts[settings.MAX_REQUEUES] = str(opts.max_requeues)
+    ours = {**identity, **counts}
+    env += [{"name": k, "value": v} for k, v in ours.items()]
     env += [
         {"name": k, "value": kube_text(v)}
         for k, v in role.env.items()
-        if k not in identity and k != settings.REPLICA_ID
+        if k not in ours and k not in _FROM_POD
     ]
     return env
+
+
+_FROM_POD = frozenset({settings.REPLICA_ID, settings.INDEX_FAILURES, settings.INDEX_REQUEUES})
+
+
+def _annotation_env(name: str, annotation: str) -> dict[str, Any]:
+    """A variable the kubelet fills in from one of the pod's annotations ('' when absent)."""
+    return {
+        "name": name,
+        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}},
+    }
 
 
 def _resources(role: Role) -> dict[str, Any]:
