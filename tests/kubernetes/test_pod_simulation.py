@@ -70,10 +70,15 @@ print("RESULT " + json.dumps({"sum": t.item(), "host": socket.gethostname(),
                               "env": {k: os.environ.get(k) for k in keys}}), flush=True)
 dist.destroy_process_group()
 """
+FAILURES = "batch.kubernetes.io/job-index-failure-count"
+REQUEUES = "batch.kubernetes.io/job-index-ignored-failure-count"
 FIELD_PATHS = {  # what the kubelet fills in from the pod (the Job controller sets the index)
     "metadata.annotations['batch.kubernetes.io/job-completion-index']": lambda pod: pod["index"],
     "metadata.name": lambda pod: pod["name"],
     "metadata.namespace": lambda pod: pod["namespace"],
+    # the controller's per-index counts (backoffLimitPerIndex); an absent annotation reads ''
+    f"metadata.annotations['{FAILURES}']": lambda pod: pod["annotations"].get(FAILURES, ""),
+    f"metadata.annotations['{REQUEUES}']": lambda pod: pod["annotations"].get(REQUEUES, ""),
 }
 
 
@@ -163,13 +168,23 @@ def pod_script(mounts: list[tuple[Path, str]], hosts: Path, hostname: str, workd
 
 
 def start_pod(
-    docs: list[dict[str, Any]], job: dict[str, Any], index: int, image: Path, root: Path
+    docs: list[dict[str, Any]],
+    job: dict[str, Any],
+    index: int,
+    image: Path,
+    root: Path,
+    annotations: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start replica `index` of `job` as the kubelet would; its output goes to root/<pod>.log."""
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
     spec = job["spec"]["template"]["spec"]
     (container,) = spec["containers"]
-    pod = {"index": str(index), "name": f"{name}-{index}-abcde", "namespace": ns}
+    pod = {
+        "index": str(index),
+        "name": f"{name}-{index}-abcde",
+        "namespace": ns,
+        "annotations": annotations or {},  # what the Job controller set on this pod
+    }
     hostname = f"{name}-{index}"
     podroot = root / hostname
     podroot.mkdir()
