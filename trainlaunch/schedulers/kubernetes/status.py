@@ -12,6 +12,7 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainlaunch.schedulers.kubernetes import attempts
 from trainlaunch.schedulers.kubernetes.render import (
     ANN_ROLE_INDEX,
     ANN_ROLE_NAME,
@@ -74,6 +75,8 @@ def app_status(jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> AppSta
         msg="; ".join(msgs),
         roles=tuple(roles),
         exit_code=exit_code,
+        num_requeues=attempts.num_requeues(pods),
+        attempts=attempts.history(pods),
     )
 
 
@@ -134,7 +137,7 @@ def job_state(job: Mapping[str, Any]) -> tuple[AppState | None, str]:
         if kind in true:
             c = true[kind]
             text = ": ".join(x for x in (c.get("reason"), c.get("message")) if x)
-            return state, text or kind
+            return state, attempts.requeues_exhausted(job, text) or kind
     return None, ""
 
 
