@@ -57,7 +57,10 @@ MUTATIONS: dict[str, tuple[Callable[[Docs], None], str]] = {
         "Explode",
     ),
     "FailIndex without per-index": (
-        lambda d: d[0]["spec"]["podFailurePolicy"]["rules"][0].__setitem__("action", "FailIndex"),
+        lambda d: (
+            d[0]["spec"].pop("backoffLimitPerIndex"),  # as rendered for 1.27/1.28
+            d[0]["spec"]["podFailurePolicy"]["rules"][0].__setitem__("action", "FailIndex"),
+        ),
         "FailIndex",
     ),
     "subdomain names no service": (setitem(pod, "subdomain", "elsewhere"), "names no Service"),
