@@ -175,8 +175,13 @@ class FakeApiServer:
         conditions: list[dict[str, Any]] | None = None,
         suffix: str | None = None,
         reason: str | None = None,
+        counts: tuple[int, int] = (0, 0),
     ) -> str:
-        """What the Job controller does: a pod for one completion index, owned by the Job."""
+        """What the Job controller does: a pod for one completion index, owned by the Job.
+
+        counts: the index's (failures, ignored failures) before this pod, which the controller
+        writes into annotations when the Job has backoffLimitPerIndex (the second only when > 0).
+        """
         owner = self.objects[("jobs", ns, job)]
         template = owner["spec"]["template"]
         name = f"{job}-{index}-{suffix or uuid.uuid4().hex[:5]}"
@@ -184,6 +189,10 @@ class FakeApiServer:
             **template["metadata"].get("annotations", {}),
             "batch.kubernetes.io/job-completion-index": str(index),
         }
+        if "backoffLimitPerIndex" in owner["spec"]:
+            annotations["batch.kubernetes.io/job-index-failure-count"] = str(counts[0])
+            if counts[1]:
+                annotations["batch.kubernetes.io/job-index-ignored-failure-count"] = str(counts[1])
         container = template["spec"]["containers"][0]["name"]
         pod = {
             "metadata": {

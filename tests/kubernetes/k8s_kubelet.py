@@ -20,6 +20,7 @@ from k8s_fake_apiserver import FakeApiServer
 
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+_ANNOTATION = re.compile(r"^metadata\.annotations\['([^']+)'\]$")
 
 
 def expand(text: str, env: dict[str, str]) -> str:
@@ -80,10 +81,13 @@ class FakeKubelet:
         started = []
         for index in range(n):
             pod = self.api.add_pod(ns, name, index, "Running", {"running": {"startedAt": "x"}})
+            annotations = self.api.objects[("pods", ns, pod)]["metadata"]["annotations"]
             env: dict[str, str] = {}
             for var in container.get("env") or []:
-                if "valueFrom" in var:
-                    env[var["name"]] = str(index)  # the completion-index annotation
+                if "valueFrom" in var:  # the downward API: one of the pod's annotations
+                    m = _ANNOTATION.match(var["valueFrom"]["fieldRef"]["fieldPath"])
+                    assert m, f"the fake kubelet knows annotation fields only: {var}"
+                    env[var["name"]] = annotations.get(m[1], "")
                 else:
                     env[var["name"]] = expand(var.get("value", ""), env)
             argv = [expand(a, env) for a in [*container["command"], *container.get("args", [])]]

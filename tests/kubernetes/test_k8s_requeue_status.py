@@ -1,15 +1,19 @@
 """Requeues on Kubernetes in `status`: the count, the history and "requeues exhausted".
 
 Pods and Jobs are JSON shaped like ``kubectl get -o json`` of an Indexed Job with
-backoffLimitPerIndex, whose pods carry the controller's per-index count annotations.
+backoffLimitPerIndex, whose pods carry the controller's per-index count annotations; the last
+test reads them through the real client from the fake API server.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from k8s_fake_apiserver import FakeApiServer
+from k8s_helpers import echo_app
 from test_k8s_status import cond, job, pod, terminated
 
+from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
 from trainlaunch.schedulers.kubernetes.status import app_status
 from trainlaunch.specs import AppState, Attempt
 
@@ -114,3 +118,44 @@ def test_pods_without_counts_give_no_history() -> None:
     pods = [pod(0, "Running"), attempt_pod(1, 0, 1, "Running", None, "01:00")]
     s = app_status([job()], pods)
     assert s.attempts == () and s.num_requeues == 1
+
+
+def test_status_over_the_wire_reads_the_counts_and_the_failjob(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer
+) -> None:
+    # The real client against the fake API server: the fake controller annotates the pods of
+    # the submitted per-index Job (server_version 1.29, the default) as the real one does.
+    info = k8s.submit_dryrun(echo_app(2), k8s.run_opts().resolve({"max_requeues": 1}, "k8s"))
+    app_id = k8s.schedule(info)
+    job_name = f"{app_id.split(':')[1]}-echo"
+    saved = {"terminated": {"exitCode": 75, "reason": "Error"}}
+    exhausted = {"terminated": {"exitCode": 76, "reason": "Error"}}
+    for index in (0, 1):
+        first = fake_api.add_pod("team", job_name, index, suffix=f"a{index}")
+        fake_api.set_pod("team", first, "Failed", saved)
+        second = fake_api.add_pod("team", job_name, index, suffix=f"b{index}", counts=(0, 1))
+        fake_api.set_pod("team", second, "Failed", saved)
+    last = fake_api.add_pod("team", job_name, 0, suffix="c0", counts=(0, 2))
+    fake_api.set_pod("team", last, "Failed", exhausted)
+    message = (
+        f"Container echo for pod team/{last} failed with exit code 76 matching FailJob rule "
+        "at index 2"
+    )
+    fake_api.set_job_status(
+        "team",
+        job_name,
+        conditions=[
+            {"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": message}
+        ],
+    )
+    s = k8s.describe(app_id).status
+    assert (s.state, s.exit_code, s.num_requeues) == (AppState.FAILED, 76, 2)
+    assert s.msg.startswith(
+        "requeues exhausted: a replica was preempted or asked for a requeue more than "
+        f"max_requeues=1 times (PodFailurePolicy: {message})"
+    )
+    assert [(a.attempt, a.reason) for a in s.attempts] == [
+        (0, "requeue requested (exit 75)"),
+        (1, "requeue requested (exit 75)"),
+        (2, "requeues exhausted (exit 76)"),
+    ]
