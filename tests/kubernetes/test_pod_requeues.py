@@ -39,16 +39,24 @@ from trainlaunch.rank import preemption
 print("RESULT " + json.dumps({{"rank": os.environ["RANK"],
     "env": os.environ.get("TRAINLAUNCH_RESTART_COUNT"), "api": preemption.restart_count()}}),
     flush=True)
+if "--requeue" in sys.argv:
+    preemption.requeue()  # as after saving on a warning
 """
 
 
 def run_pod(
-    stock: Path, tmp_path: Path, annotations: dict[str, str], **cfg: Any
+    stock: Path,
+    tmp_path: Path,
+    annotations: dict[str, str],
+    script_args: tuple[str, ...] = (),
+    **cfg: Any,
 ) -> tuple[int, str, list[dict[str, Any]]]:
     """Replica 0 of a 1-node, 2-rank dist.ddp with these pod annotations: (exit, log, results)."""
     (stock / "workspace" / "attempt.py").write_text(ATTEMPT)
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")
-    app = dist.ddp("attempt.py", image="pytorch/pytorch:2.5.1", nnodes="1", nproc_per_node="2")
+    app = dist.ddp(
+        "attempt.py", *script_args, image="pytorch/pytorch:2.5.1", nnodes="1", nproc_per_node="2"
+    )
     with get_runner("sim") as runner:
         info = runner.dryrun(
             app,
@@ -124,3 +132,25 @@ def test_a_cluster_without_the_counts_says_so(
     assert code == 0, log
     assert [(r["env"], r["api"]) for r in results] == [(None, 0), (None, 0)], log
     assert "has no batch.kubernetes.io/job-index-failure-count annotation" in log
+
+
+@pytest.mark.parametrize("requeues, code", [("1", 75), ("2", 76)])
+def test_a_requeue_asked_for_beyond_the_limit_fails_the_job_instead(
+    image: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    requeues: str,
+    code: int,
+) -> None:
+    # The ranks save and exit 75: a requeue while one is left, else the FailJob code at once.
+    monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
+    annotations = {FAILURES: "0", REQUEUES: requeues}
+    got, log, results = run_pod(image, tmp_path, annotations, ("--requeue",), max_requeues=2)
+    assert got == code, log
+    assert len(results) == 2  # both ranks ran this attempt
+    exhausted = [line for line in log.splitlines() if "requeues exhausted" in line]
+    expected = [
+        "trainlaunch: requeues exhausted: replica 0 asked for requeue 3 (exit 75), "
+        "max_requeues=2; failing the Job (exit 76)"
+    ]
+    assert exhausted == (expected if code == 76 else []), log

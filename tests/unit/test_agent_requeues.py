@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainlaunch import settings
-from trainlaunch.agent.requeues import PodAttempt, pod_attempt
+from trainlaunch.agent.requeues import PodAttempt, after_requeue, pod_attempt
 from trainlaunch.rank import preemption
 
 F, R, M = settings.INDEX_FAILURES, settings.INDEX_REQUEUES, settings.MAX_REQUEUES
@@ -61,3 +61,20 @@ def test_the_rank_library_agrees(
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert preemption.restart_count() == expected
+
+
+@pytest.mark.parametrize(
+    "env, ends",
+    [
+        ({F: "0", R: "", M: "3"}, False),
+        ({F: "0", R: "2", M: "3"}, False),  # this requeue is the third: allowed
+        ({F: "0", R: "3", M: "3"}, True),  # a fourth is not
+        ({F: "1", R: "", M: "0"}, True),  # max_requeues=0: none at all
+        ({F: "", R: "", M: "0"}, False),  # no counts (older cluster): nothing to enforce
+        ({}, False),  # local, Slurm
+    ],
+)
+def test_a_requeue_beyond_the_limit_ends_the_job_instead(env: dict[str, str], ends: bool) -> None:
+    got = after_requeue({settings.REPLICA_ID: "1", **env})
+    assert (got.exit_code == settings.REQUEUES_EXHAUSTED_EXIT_CODE) is ends
+    assert got.note.startswith("trainlaunch: requeues exhausted: replica 1 asked") is ends

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from trainlaunch import settings
 from trainlaunch.agent import flags, workers
 from trainlaunch.agent.plan import TORCHRUN, choose_engine, node_environ, plan_node
-from trainlaunch.agent.requeues import pod_attempt
+from trainlaunch.agent.requeues import after_requeue, pod_attempt
 from trainlaunch.agent.state import AgentRecord, agent_file
 from trainlaunch.errors import UsageError
 from trainlaunch.procs import keep_files_private
@@ -59,4 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.update(node_environ(args, plan.nproc, os.environ))  # inherited, as torchrun's
     from trainlaunch.agent.node import NodeAgent
 
-    return NodeAgent(args, plan, os.environ).run()
+    code = NodeAgent(args, plan, os.environ).run()
+    if code == settings.REQUEUE_EXIT_CODE:  # Kubernetes: was that the replica's last requeue?
+        end = after_requeue(os.environ)
+        if end.exit_code is not None:
+            os.write(2, f"{end.note}\n".encode())
+            return end.exit_code
+    return code

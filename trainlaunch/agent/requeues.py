@@ -5,7 +5,8 @@ index's failures so far and the failures its ``podFailurePolicy`` ignored (reque
 preemption, eviction); the manifest hands both to the container through the downward API
 (render.py). Before any rank starts, the agent turns them into the rank's attempt number and
 ends a pod that comes after its replica's last allowed requeue with the code the Job's
-``FailJob`` rule matches. Elsewhere (local, Slurm) the variables are absent and nothing changes.
+``FailJob`` rule matches; when the ranks ask for one requeue more than allowed, it ends with
+that code instead of 75. Elsewhere (local, Slurm) the variables are absent: nothing changes.
 """
 
 from __future__ import annotations
@@ -60,3 +61,26 @@ def pod_attempt(environ: Mapping[str, str]) -> PodAttempt:
             exit_code=settings.REQUEUES_EXHAUSTED_EXIT_CODE,
         )
     return PodAttempt(env=env)
+
+
+def after_requeue(environ: Mapping[str, str]) -> PodAttempt:
+    """The pod's ranks asked for a requeue (exit 75): end the Job instead if none is left.
+
+    Saves a replacement pod that would wait for its node only to stop at once. A pod that was
+    preempted is ignored by the Job whatever its code; its replacement stops then.
+    """
+    if not (environ.get(settings.INDEX_FAILURES) or "").strip():
+        return PodAttempt()  # no counts: nothing to enforce
+    requeues = _count(environ.get(settings.INDEX_REQUEUES))
+    limit = _count(environ.get(settings.MAX_REQUEUES))
+    if requeues is None or limit is None or settings.MAX_REQUEUES not in environ:
+        return PodAttempt()
+    if requeues < limit:
+        return PodAttempt()
+    replica = environ.get(settings.REPLICA_ID, "?")
+    return PodAttempt(
+        note=f"trainlaunch: requeues exhausted: replica {replica} asked for requeue "
+        f"{requeues + 1} (exit {settings.REQUEUE_EXIT_CODE}), max_requeues={limit}; failing "
+        f"the Job (exit {settings.REQUEUES_EXHAUSTED_EXIT_CODE})",
+        exit_code=settings.REQUEUES_EXHAUSTED_EXIT_CODE,
+    )
