@@ -191,6 +191,20 @@ class Runner:
         app_id = sched.schedule(dryrun_info)
         return make_app_handle(dryrun_info.scheduler, self._name, app_id)
 
+    def dryrun_array(
+        self, infos: Sequence[AppDryRunInfo], max_parallel: int | None = None
+    ) -> AppDryRunInfo | str:
+        """One request for these dry-runs (one backend) as a job array, or why not ('': the
+        backend has no arrays). See Scheduler.submit_array_dryrun."""
+        if not infos:
+            return ""
+        return self._scheduler(infos[0].scheduler).submit_array_dryrun(infos, max_parallel)
+
+    def schedule_array(self, dryrun_info: AppDryRunInfo) -> builtins.list[str]:
+        """Submit a dryrun_array request; the handles of its apps, in order."""
+        ids = self._scheduler(dryrun_info.scheduler).schedule_array(dryrun_info)
+        return [make_app_handle(dryrun_info.scheduler, self._name, i) for i in ids]
+
     # -- queries -----------------------------------------------------------------------------
 
     def _parse(self, app_handle: str) -> tuple[Scheduler, AppHandle]:
@@ -280,6 +294,16 @@ class Runner:
         sched.cancel(h.app_id)
 
     stop = cancel
+
+    def cancel_many(self, app_handles: Sequence[str]) -> None:
+        """Stop several apps; each backend stops its own together where it can (one scancel
+        for a whole Slurm job array), else one by one in the order given."""
+        by_backend: dict[Scheduler, builtins.list[str]] = {}
+        for handle in app_handles:
+            sched, h = self._parse(handle)
+            by_backend.setdefault(sched, []).append(h.app_id)
+        for sched, ids in by_backend.items():
+            sched.cancel_many(ids)
 
     def requeue(self, app_handle: str) -> None:
         """Preempt the app: its ranks get the warning, then it runs again (max_requeues)."""

@@ -33,6 +33,8 @@ class SweepPlan:
     max_parallel: int | None
     points: tuple[sweeps.SweepPoint, ...]
     infos: tuple[AppDryRunInfo, ...]
+    array: AppDryRunInfo | None = None  # all points as one job array (Slurm), if possible
+    array_note: str = ""  # why the points are not one array, on a backend that has arrays
 
 
 def sweep_dir(sweep_id: str, environ: Mapping[str, str] | None = None) -> Path:
@@ -75,6 +77,7 @@ def plan_sweep(
         if point.seed is not None:
             rs = settings.RankSettings(**{**rank_settings.to_dict(), "seed": point.seed})
         infos.append(runner.dryrun(app.replace(metadata=meta), scheduler, cfg, rs))
+    array = runner.dryrun_array(infos, max_parallel)  # a backend without arrays says ''
     return SweepPlan(
         sid,
         infos[0].scheduler if infos else scheduler,
@@ -83,6 +86,8 @@ def plan_sweep(
         max_parallel,
         tuple(points),
         tuple(infos),
+        None if isinstance(array, str) else array,
+        array if isinstance(array, str) else "",
     )
 
 
@@ -111,6 +116,11 @@ def launch(
     handle = sweep_handle(plan.scheduler, runner.name(), plan.sweep_id)
     if on_recorded is not None:
         on_recorded(handle)
+    if plan.array is not None:  # one submission: every element's handle at once
+        for row, h in zip(record["points"], runner.schedule_array(plan.array), strict=True):
+            row["handle"] = h
+        store.write_json(path / RECORD, record)
+        return handle
     for row, info in zip(record["points"], plan.infos, strict=True):
         row["handle"] = runner.schedule(info)
         store.write_json(path / RECORD, record)  # a crash mid-way still names what was submitted

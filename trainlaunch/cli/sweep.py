@@ -27,7 +27,7 @@ from trainlaunch.errors import UsageError
     type=int,
     default=None,
     metavar="K",
-    help="At most K apps run at once (local backend); the rest wait as PENDING.",
+    help="At most K apps run at once (local; slurm: a job array's %K); the rest wait as PENDING.",
 )
 @click.option("-s", "--scheduler", default=None, help="Backend: local (default), slurm, ...")
 @click.option("--cfg", "cfgs", multiple=True, metavar="K=V,...", help="Scheduler options.")
@@ -60,11 +60,6 @@ def command(
     points = sweeps.expand(parsed, sweeps.parse_seeds(seeds), random_n, rng_seed=_rng_seed())
     config = load_config()
     sched = scheduler or config.default_scheduler()
-    if max_parallel is not None and sched != "local":
-        raise UsageError(
-            f"--max-parallel is enforced on the local backend only, not {sched!r}",
-            hint="docs/sweeps.md: what each backend supports",
-        )
     rank_settings = RankSettings(**config.run_settings({}))
     runner = get_runner(component_defaults={component: config.component_defaults(component)})
     with runner:
@@ -77,6 +72,21 @@ def command(
         plan = sweep_runs.plan_sweep(
             runner, component, args, points, sched, cfg, rank_settings, max_parallel
         )
+        if max_parallel is not None and plan.scheduler != "local" and plan.array is None:
+            raise UsageError(
+                f"--max-parallel on {plan.scheduler}: "
+                + (
+                    f"the sweep cannot be one job array: {plan.array_note}"
+                    if plan.array_note
+                    else "enforced on the local backend and slurm job arrays only"
+                ),
+                hint="drop --max-parallel (one job per point) or sweep what keeps the "
+                "resources equal; docs/sweeps.md",
+            )
+        if plan.array_note:
+            output.narrate(
+                f"note: one {plan.scheduler} job per point, not a job array: {plan.array_note}"
+            )
         if dryrun:
             _print_dryrun(plan, as_json)
             return
@@ -114,8 +124,14 @@ def _print_dryrun(plan: Any, as_json: bool) -> None:
                     {**p.to_dict(), "app_id": i.app_id, "request": str(i)}
                     for p, i in zip(plan.points, plan.infos, strict=True)
                 ],
+                # the one request submitted when the points are a job array (element i = point i)
+                "array": None if plan.array is None else str(plan.array),
             }
         )
+        return
+    if plan.array is not None:  # element i of the array is point i
+        points = [f"# element {p.index}: {sweeps.point_label(p)}" for p in plan.points]
+        output.emit("\n".join(points) + f"\n{plan.array}\n")
         return
     for point, info in zip(plan.points, plan.infos, strict=True):
         output.emit(f"# point {point.index}: {sweeps.point_label(point)}\n{info}\n")

@@ -66,7 +66,8 @@ def status(handle: str, sweep_id: str, as_json: bool) -> None:
 
 
 def stop(handle: str, sweep_id: str, as_json: bool) -> None:
-    """`stop SWEEP`: stop the queued points first (so none starts), then the running ones."""
+    """`stop SWEEP`: stop the queued points first (so none starts), then the running ones
+    (a Slurm job array: one scancel of the array)."""
     from trainlaunch import sweep_runs
 
     handle = full_handle(sweep_id)
@@ -74,9 +75,7 @@ def stop(handle: str, sweep_id: str, as_json: bool) -> None:
         handles = sweep_runs.expand_handle(handle)
         states = {h: runner.status(h).state for h in handles}
         order = sorted(handles, key=lambda h: states[h] != AppState.PENDING)
-        for h in order:
-            if not states[h].is_terminal:
-                runner.cancel(h)
+        runner.cancel_many([h for h in order if not states[h].is_terminal])  # slurm: one scancel
         render(handle, rows(runner, sweep_id), as_json)
 
 

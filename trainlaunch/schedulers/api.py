@@ -14,7 +14,7 @@ import dataclasses
 import enum
 import os
 import string
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,17 @@ class Scheduler(abc.ABC):
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Submit the rendered request; return the app id."""
 
+    def submit_array_dryrun(
+        self, infos: Sequence[AppDryRunInfo], max_parallel: int | None = None
+    ) -> AppDryRunInfo | str:
+        """One request submitting these dry-run apps together as a job array (at most
+        max_parallel running), or why not ('': this backend has no arrays; submit each)."""
+        return ""
+
+    def schedule_array(self, dryrun_info: AppDryRunInfo) -> builtins.list[str]:
+        """Submit a submit_array_dryrun request; the app ids, one per app, in order."""
+        raise SchedulerError(f"the {self.backend} backend has no job arrays")
+
     def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
         """Where metrics go when the user does not say (may contain ``${app_id}``)."""
         return None
@@ -138,6 +149,11 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def cancel(self, app_id: str) -> None:
         """Stop the app (all its processes); AppNotFound if unknown."""
+
+    def cancel_many(self, app_ids: Sequence[str]) -> None:
+        """Stop several apps, in this order (a backend may stop them all at once)."""
+        for app_id in app_ids:
+            self.cancel(app_id)
 
     def requeue(self, app_id: str) -> None:
         """Preempt the app now: warn its ranks, stop it, run it again (max_requeues)."""

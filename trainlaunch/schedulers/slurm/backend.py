@@ -42,8 +42,10 @@ from trainlaunch.schedulers.slurm.attempts import with_history
 from trainlaunch.schedulers.slurm.render import (
     BACKEND,
     BATCH_LOG,
+    array_mismatch,
     default_job_dir,
-    render_script,
+    render_array,
+    render_parts,
     slurm_runopts,
 )
 from trainlaunch.schedulers.slurm.status import JobInfo
@@ -83,6 +85,16 @@ class SlurmBatchRequest:
     script: str
     job_dir: str
     snapshot: SnapshotPlan | None = None  # copied into <job dir>/snapshot before release
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmArrayRequest:
+    """One job array for several apps: the script, and each app's own dry-run (element i)."""
+
+    script: str
+    job_dir: str  # ${app_id} is the element's id, ARRAYJOB_i
+    elements: tuple[AppDryRunInfo, ...]
+    max_parallel: int | None = None
 
 
 def run_slurm(
@@ -156,17 +168,24 @@ class SlurmScheduler(Scheduler):
 
     # -- submission --------------------------------------------------------------------------
 
+    def _workdir(self, snap: SnapshotPlan | None, job_dir: str) -> tuple[str | None, str]:
+        """Where the job runs (its code snapshot's copy of the cwd) and a note saying so."""
+        if snap is None:
+            return None, ""
+        dest = f"{job_dir}/{snapshot.SNAPSHOT_DIR}"
+        return snapshot.relocate(snap, dest, (), {}, self.environ)[0], (
+            f"code snapshot: {snap.summary()}"
+        )
+
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
         """Render the batch script; str() of the result is exactly what sbatch gets."""
         resolved = self.run_opts().resolve(cfg, BACKEND)
         job_dir = self._job_dir_template(resolved)
         exclude = [self._home(), Path(job_dir.split(macros.app_id)[0])]
         snap = snapshot.from_option(resolved.get("snapshot"), os.getcwd(), exclude)
-        workdir, note = None, ""
+        workdir, note = self._workdir(snap, job_dir)
         if snap is not None:
             dest = f"{job_dir}/{snapshot.SNAPSHOT_DIR}"
-            workdir = snapshot.relocate(snap, dest, (), {}, self.environ)[0]
-            note = f"code snapshot: {snap.summary()}"
 
             def relocated(role: Role) -> Role:
                 _, cmd, env = snapshot.relocate(
@@ -175,7 +194,8 @@ class SlurmScheduler(Scheduler):
                 return role.replace(entrypoint=cmd[0], args=cmd[1:], env=env)
 
             app = app.map_roles(relocated)
-        script = render_script(app, resolved, self.session_name, job_dir, workdir, note)
+        head, body = render_parts(app, resolved, self.session_name, job_dir, workdir, note)
+        script = "\n".join(head + body) + "\n"
         return AppDryRunInfo(
             request=SlurmBatchRequest(script, job_dir, snap),
             fmt=_script_of,
@@ -187,45 +207,112 @@ class SlurmScheduler(Scheduler):
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Submit held, create the job dir and the record, then release the job."""
         req: SlurmBatchRequest = dryrun_info.request
+        job_id = self._submit_held(req.script)
+        try:
+            self._record_job(job_id, req.job_dir, req.script, dryrun_info, req.snapshot)
+        except (OSError, StoreError, UsageError) as e:
+            run_slurm(["scancel", job_id], check=False)
+            raise SchedulerError(f"cannot record slurm job {job_id} (cancelled it): {e}") from None
+        run_slurm(["scontrol", "release", job_id])
+        return job_id
+
+    def submit_array_dryrun(
+        self, infos: Sequence[AppDryRunInfo], max_parallel: int | None = None
+    ) -> AppDryRunInfo | str:
+        """One ``sbatch --array=0-(N-1)[%K]`` whose element i runs app i (its own body, job
+        dir and handle ``JOB_i``), or why not: the apps must ask for the same resources."""
+        if max_parallel is not None and max_parallel < 1:
+            raise UsageError(f"max_parallel must be >= 1, got {max_parallel}")
+        if not infos:
+            return "there are no apps"
+        if any(not isinstance(i.request, SlurmBatchRequest) or i.app is None for i in infos):
+            return "only slurm batch jobs can be array elements"
+        job_dir = infos[0].request.job_dir
+        if any(i.request.job_dir != job_dir for i in infos) or macros.app_id not in job_dir:
+            return "the elements need their own job dirs (job_dir with ${app_id})"
+        parts = []
+        for info in infos:
+            workdir, note = self._workdir(info.request.snapshot, job_dir)
+            assert info.app is not None  # checked above
+            parts.append(
+                render_parts(info.app, info.cfg, self.session_name, job_dir, workdir, note, True)
+            )
+        why = array_mismatch([head for head, _ in parts])
+        if why:
+            return why
+        script = render_array(parts, max_parallel)
+        req = SlurmArrayRequest(script, job_dir, tuple(infos), max_parallel)
+        return AppDryRunInfo(
+            request=req, fmt=_script_of, app=None, cfg=infos[0].cfg, scheduler=BACKEND
+        )
+
+    def schedule_array(self, dryrun_info: AppDryRunInfo) -> builtins.list[str]:
+        """Submit the array held, record every element (job dir, index), then release it."""
+        req: SlurmArrayRequest = dryrun_info.request
+        job_id = self._submit_held(req.script)
+        ids = [f"{job_id}_{i}" for i in range(len(req.elements))]
+        name = req.elements[0].app.name if req.elements[0].app else ""
+        try:
+            for i, (app_id, info) in enumerate(zip(ids, req.elements, strict=True)):
+                array = {"job_id": job_id, "index": i, "size": len(ids), "name": name}
+                snap = info.request.snapshot
+                self._record_job(app_id, req.job_dir, req.script, info, snap, array)
+        except (OSError, StoreError, UsageError) as e:
+            run_slurm(["scancel", job_id], check=False)
+            raise SchedulerError(
+                f"cannot record slurm array {job_id} (cancelled it): {e}"
+            ) from None
+        run_slurm(["scontrol", "release", job_id])
+        return ids
+
+    def _submit_held(self, script: str) -> str:
+        """sbatch --hold; the job id (of an array: the array's)."""
         user_umask = current_umask()
         out = run_slurm(
             ["sbatch", "--parsable", "--hold"],
-            input=req.script,
+            input=script,
             umask=0o077,  # sbatch passes it on (SLURM_UMASK): batch.log is created private
             env={settings.USER_UMASK: f"{user_umask:04o}"},
         ).stdout
         job_id = out.strip().split(";")[0].split("+")[0]
         if not job_id.isdigit():
             raise SchedulerError(f"sbatch printed {out.strip()!r}, not a job id")
-        job_dir = Path(req.job_dir.replace(macros.app_id, job_id))
-        try:
-            _private_dirs(job_dir)
-            fd = os.open(job_dir / "sbatch.sh", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(req.script)
-            snap = None
-            if req.snapshot is not None:
-                snapshot.take(req.snapshot, job_dir / snapshot.SNAPSHOT_DIR)
-                snap = {**req.snapshot.to_dict(), "path": str(job_dir / snapshot.SNAPSHOT_DIR)}
-            store.write_json(
-                self._index_dir() / f"{job_id}.json",
-                {
-                    "app_id": job_id,
-                    "session": self.session_name,
-                    "created": time.time(),
-                    "name": dryrun_info.app.name if dryrun_info.app else "",
-                    "job_dir": str(job_dir),
-                    "cwd": os.getcwd(),
-                    "app": dryrun_info.app.to_dict() if dryrun_info.app else None,
-                    "cfg": dict(dryrun_info.cfg),
-                    "snapshot": snap,
-                },
-            )
-        except (OSError, StoreError, UsageError) as e:
-            run_slurm(["scancel", job_id], check=False)
-            raise SchedulerError(f"cannot record slurm job {job_id} (cancelled it): {e}") from None
-        run_slurm(["scontrol", "release", job_id])
         return job_id
+
+    def _record_job(
+        self,
+        app_id: str,
+        job_dir_template: str,
+        script: str,
+        info: AppDryRunInfo,
+        snap_plan: SnapshotPlan | None,
+        array: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The job dir (script, code snapshot) and the index record of one job or element."""
+        job_dir = Path(job_dir_template.replace(macros.app_id, app_id))
+        _private_dirs(job_dir)
+        fd = os.open(job_dir / "sbatch.sh", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(script)
+        snap = None
+        if snap_plan is not None:
+            snapshot.take(snap_plan, job_dir / snapshot.SNAPSHOT_DIR)
+            snap = {**snap_plan.to_dict(), "path": str(job_dir / snapshot.SNAPSHOT_DIR)}
+        rec: dict[str, Any] = {
+            "app_id": app_id,
+            "session": self.session_name,
+            "created": time.time(),
+            # Slurm's job name (the name check in _slurm_info): an array has one for all
+            "name": (array or {}).get("name") or (info.app.name if info.app else ""),
+            "job_dir": str(job_dir),
+            "cwd": os.getcwd(),
+            "app": info.app.to_dict() if info.app else None,
+            "cfg": dict(info.cfg),
+            "snapshot": snap,
+        }
+        if array:
+            rec["array"] = {k: v for k, v in array.items() if k != "name"}
+        store.write_json(self._index_dir() / f"{app_id}.json", rec)
 
     # -- the index ---------------------------------------------------------------------------
 
@@ -271,6 +358,8 @@ class SlurmScheduler(Scheduler):
         # a record whose job id Slurm now uses for another job (e.g. a reset test cluster)
         found = {k: v for k, v in found.items() if not names.get(k) or v.name == names[k]}
         rest = [j for j in job_ids if j not in found]
+        # an element that never started has no row of its own, only its array's ID_[2-5] row
+        rest += sorted({j.split("_")[0] for j in rest if "_" in j} - set(job_ids))
         if rest and self._has_accounting():
             try:
                 proc = run_slurm(
@@ -290,7 +379,8 @@ class SlurmScheduler(Scheduler):
             except SchedulerError:
                 return found  # the callers fall back to the job dir's own record
             if proc.returncode == 0:
-                found.update(slurm_status.parse_sacct(proc.stdout))
+                rows = slurm_status.parse_sacct(proc.stdout)
+                found.update({k: v for k, v in rows.items() if k in job_ids and k not in found})
         return found
 
     def _describe(self, app_id: str, rec: Mapping[str, Any] | None) -> DescribeAppResponse:
@@ -361,7 +451,7 @@ class SlurmScheduler(Scheduler):
                 recs[str(rec["app_id"])] = rec
             except (OSError, StoreError, KeyError, TypeError):
                 continue
-        ids = sorted(recs, key=int)
+        ids = sorted(recs, key=_job_order)
         infos: dict[str, JobInfo] = {}
         for i in range(0, len(ids), 200):
             chunk = ids[i : i + 200]
@@ -393,17 +483,41 @@ class SlurmScheduler(Scheduler):
 
     def cancel(self, app_id: str) -> None:
         """scancel, then wait (bounded) until Slurm reports a terminal state."""
-        status = self.describe(app_id).status
-        if status.is_terminal:
+        self.cancel_many([app_id])
+
+    def cancel_many(self, app_ids: Sequence[str]) -> None:
+        """One scancel for them all (a whole job array by its id), then wait (bounded)."""
+        live = [a for a in app_ids if not self.describe(a).status.is_terminal]
+        if not live:
             return
-        run_slurm(["scancel", app_id])
+        run_slurm(["scancel", *self._cancel_targets(live)])
         deadline = time.monotonic() + CANCEL_TIMEOUT_S
-        while not self.describe(app_id).status.is_terminal:
-            if time.monotonic() > deadline:
+        while live:
+            live = [a for a in live if not self.describe(a).status.is_terminal]
+            if live and time.monotonic() > deadline:
                 raise SchedulerError(
-                    f"slurm job {app_id} did not end within {CANCEL_TIMEOUT_S:.0f}s of scancel"
+                    f"slurm job {live[0]} did not end within {CANCEL_TIMEOUT_S:.0f}s of scancel"
                 )
-            time.sleep(0.2)
+            if live:
+                time.sleep(0.2)
+
+    def _cancel_targets(self, live: Sequence[str]) -> builtins.list[str]:
+        """The ids to scancel: an array's own id when every element still alive is asked for."""
+        arrays: dict[str, set[str]] = {}
+        for app_id in live:
+            base, sep, _ = app_id.partition("_")
+            if sep:
+                arrays.setdefault(base, set()).add(app_id)
+        targets = [a for a in live if "_" not in a]
+        for base, asked in arrays.items():
+            index = self._home() / "slurm" / "index"
+            elements = [p.stem for p in index.glob(f"{base}_*.json")]
+            others = [e for e in elements if e not in asked]
+            names = {e: str((self._record(e) or {}).get("name", "")) for e in others}
+            infos = self._slurm_info(others, names) if others else {}
+            alive = [e for e in others if e in infos and not infos[e].app_state.is_terminal]
+            targets += [base] if not alive else sorted(asked, key=_job_order)
+        return targets
 
     def requeue(self, app_id: str) -> None:
         """Preempt the job now (``scontrol requeue``): SIGTERM, KillWait, then it runs again."""
@@ -501,8 +615,14 @@ def _private_dirs(path: Path) -> None:
     os.chmod(path, 0o700)
 
 
-def _script_of(request: SlurmBatchRequest) -> str:
+def _script_of(request: SlurmBatchRequest | SlurmArrayRequest) -> str:
     return request.script
+
+
+def _job_order(app_id: str) -> tuple[int, int]:
+    """Sort key of job ids and array elements (``7`` < ``7_0`` < ``7_10`` < ``8``)."""
+    base, _, index = app_id.partition("_")
+    return (int(base) if base.isdigit() else 0, int(index) + 1 if index.isdigit() else 0)
 
 
 def _app_from(rec: Mapping[str, Any] | None) -> AppDef | None:
@@ -512,4 +632,10 @@ def _app_from(rec: Mapping[str, Any] | None) -> AppDef | None:
         return None
 
 
-__all__ = ["SlurmBatchRequest", "SlurmScheduler", "create_scheduler", "run_slurm"]
+__all__ = [
+    "SlurmArrayRequest",
+    "SlurmBatchRequest",
+    "SlurmScheduler",
+    "create_scheduler",
+    "run_slurm",
+]

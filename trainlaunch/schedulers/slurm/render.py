@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trainlaunch import settings
@@ -33,6 +33,8 @@ RDZV_PORT_BASE, RDZV_PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (
 # Macros become placeholders first, then shell expansions inside the quoted words.
 _RUNTIME = {"\x01APP_ID\x01": '"$SLURM_JOB_ID"', "\x01REPLICA_ID\x01": '"$SLURM_PROCID"'}
 _APP_ID, _REPLICA_ID = _RUNTIME
+# In a job array an element's app id is ARRAYJOB_TASK, as squeue/scancel write it.
+_ARRAY_RUNTIME = {**_RUNTIME, _APP_ID: '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'}
 _SPLIT = re.compile("(" + "|".join(map(re.escape, _RUNTIME)) + ")")
 _SAFE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)  # what shlex.quote leaves bare
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -200,19 +202,19 @@ def check_cfg(cfg: Mapping[str, CfgVal]) -> None:
 # --- quoting ------------------------------------------------------------------------------------
 
 
-def shell_word(text: str) -> str:
+def shell_word(text: str, runtime: Mapping[str, str] = _RUNTIME) -> str:
     """One shell word for text; the runtime macros expand on the node, nothing else does."""
     if "\0" in text:
         raise UsageError(f"arguments and environment values cannot contain NUL: {text!r}")
     parts = [p for p in _SPLIT.split(text) if p]
     if not parts:
         return "''"
-    return "".join(_RUNTIME.get(p) or shlex.quote(p) for p in parts)
+    return "".join(runtime.get(p) or shlex.quote(p) for p in parts)
 
 
-def _command_word(text: str) -> str:
+def _command_word(text: str, runtime: Mapping[str, str] = _RUNTIME) -> str:
     """The first word of a command: never an assignment or a reserved word."""
-    word = shell_word(text)
+    word = shell_word(text, runtime)
     if word in _RESERVED or ("=" in word and word == text):
         return "'" + text + "'"
     return word
@@ -247,17 +249,35 @@ def render_script(
 
     workdir: where the job runs (its code snapshot), ``${app_id}`` allowed; note: a comment.
     """
+    head, body = render_parts(app, cfg, session, job_dir, workdir, note)
+    return "\n".join(head + body) + "\n"
+
+
+def render_parts(
+    app: AppDef,
+    cfg: Mapping[str, CfgVal],
+    session: str,
+    job_dir: str,
+    workdir: str | None = None,
+    note: str = "",
+    array: bool = False,
+) -> tuple[list[str], list[str]]:
+    """The script's head (``#!``, comment, #SBATCH lines) and body; array: as a job array's
+    element (app id ``ARRAYJOB_TASK``, output ``%A_%a``)."""
     check_cfg(cfg)
     if _CONTROL.search(job_dir):
         raise UsageError(f"job_dir must not contain control characters: {job_dir!r}")
-    job_dir_word = shell_word(job_dir.replace(macros.app_id, _APP_ID))
+    rt = _ARRAY_RUNTIME if array else _RUNTIME
+    job_dir_word = shell_word(job_dir.replace(macros.app_id, _APP_ID), rt)
     het = len(app.roles) > 1
     roles = ", ".join(f"{r.name} x{r.num_replicas}" for r in app.roles)
     lines = ["#!/bin/bash", f"# trainlaunch app {app.name!r} (roles: {roles}); job dir: {job_dir}"]
     for i, role in enumerate(app.roles):
         if i:
             lines.append("#SBATCH hetjob")
-        lines += [f"#SBATCH {opt}" for opt in _sbatch_options(app, role, cfg, job_dir, first=not i)]
+        opts = _sbatch_options(app, role, cfg, job_dir, first=not i, array=array)
+        lines += [f"#SBATCH {opt}" for opt in opts]
+    head, lines = lines, []
     rank0_nodes = "$SLURM_JOB_NODELIST_HET_GROUP_0" if het else "$SLURM_JOB_NODELIST"
     port = cfg.get("rdzv_port")
     port_expr = str(port) if port else (f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN}))")
@@ -273,7 +293,7 @@ def render_script(
         f"trainlaunch_job_dir={job_dir_word}",
         *(
             [f"# {note}"] * bool(note)
-            + [f"cd -- {shell_word(workdir.replace(macros.app_id, _APP_ID))} || exit 1"]
+            + [f"cd -- {shell_word(workdir.replace(macros.app_id, _APP_ID), rt)} || exit 1"]
             if workdir
             else []
         ),
@@ -285,7 +305,7 @@ def render_script(
     lines += _watchdog_lines(app, cfg)
     ntasks_per_node = int(cfg.get("ntasks_per_node") or 1)  # type: ignore[arg-type]
     for i, role in enumerate(app.roles):
-        lines += _role_step(app, i, role, cfg, session, job_dir_word, het, ntasks_per_node)
+        lines += _role_step(app, i, role, cfg, session, job_dir_word, het, ntasks_per_node, rt)
     lines += ["", "# Wait for every role; the first failure stops the others.", *wait_lines()]
     retries = max(r.max_retries for r in app.roles)
     lines += [
@@ -302,6 +322,50 @@ def render_script(
         "fi",
         'echo "trainlaunch: exit code $trainlaunch_rc"',
         'exit "$trainlaunch_rc"',
+    ]
+    return head, lines
+
+
+def array_mismatch(heads: Sequence[Sequence[str]]) -> str:
+    """Why these scripts cannot be one job array ('' if they can): they must ask for the
+    same resources (the same #SBATCH lines but the job name) and be plain jobs."""
+    if any("#SBATCH hetjob" in h for h in heads):
+        return "its apps have several roles (heterogeneous jobs cannot be job arrays)"
+
+    def request(head: Sequence[str]) -> list[str]:
+        return [ln for ln in head if ln.startswith("#SBATCH") and "--job-name=" not in ln]
+
+    first = request(heads[0]) if heads else []
+    for i, head in enumerate(heads[1:], 1):
+        if request(head) != first:
+            diff = next((ln for ln in request(head) if ln not in first), "")
+            return f"its points ask for different resources (point {i}: {diff[8:] or 'fewer'})"
+    return ""
+
+
+def render_array(parts: Sequence[tuple[list[str], list[str]]], max_parallel: int | None) -> str:
+    """One job array: element i runs point i's body (parts from render_parts(array=True))."""
+    heads = [h for h, _ in parts]
+    why = array_mismatch(heads)
+    if why or not parts:
+        raise UsageError(f"cannot submit these apps as one Slurm job array: {why or 'no apps'}")
+    n = len(parts)
+    throttle = f"%{max_parallel}" if max_parallel else ""
+    lines = [
+        "#!/bin/bash",
+        f"# trainlaunch: {n} apps as one Slurm job array; element i runs app i "
+        "(app id ARRAYJOB_i, job dir per element)",
+        *[ln for ln in heads[0] if ln.startswith("#SBATCH")],
+        f"#SBATCH --array=0-{n - 1}{throttle}",
+    ]
+    for i, (head, body) in enumerate(parts):
+        lines += ["", head[1], f"trainlaunch_element_{i}() {{", *body, "}"]
+    lines += [
+        "",
+        'case "${SLURM_ARRAY_TASK_ID:-}" in',
+        *[f"    {i}) trainlaunch_element_{i} ;;" for i in range(n)],
+        '    *) echo "trainlaunch: no element ${SLURM_ARRAY_TASK_ID:-} in this array" >&2; exit 1 ;;',
+        "esac",
     ]
     return "\n".join(lines) + "\n"
 
@@ -331,12 +395,18 @@ def _watchdog_lines(app: AppDef, cfg: Mapping[str, CfgVal]) -> list[str]:
 
 
 def _sbatch_options(
-    app: AppDef, role: Role, cfg: Mapping[str, CfgVal], job_dir: str, first: bool
+    app: AppDef,
+    role: Role,
+    cfg: Mapping[str, CfgVal],
+    job_dir: str,
+    first: bool,
+    array: bool = False,
 ) -> list[str]:
     """The #SBATCH options of one role's component (job-wide ones on the first)."""
     opts = [f"--job-name={app.name}"]
     if first:
-        out = job_dir.replace("%", "%%").replace(macros.app_id, "%j") + "/" + BATCH_LOG
+        app_id = "%A_%a" if array else "%j"
+        out = job_dir.replace("%", "%%").replace(macros.app_id, app_id) + "/" + BATCH_LOG
         opts += [f"--output={sbatch_value(out)}", "--open-mode=append"]
         sig = cfg.get("signal")
         if sig and str(sig).lower() != "none":
@@ -385,9 +455,10 @@ def _role_step(
     job_dir_word: str,
     het: bool,
     per_node: int,
+    runtime: Mapping[str, str] = _RUNTIME,
 ) -> list[str]:
     """The replica script of one role (a quoted here-document) and its srun step."""
-    body = replica_script(role, session, job_dir_word, cfg)
+    body = replica_script(role, session, job_dir_word, cfg, runtime)
     var = f"trainlaunch_role_{index}"
     end = f"EOF_ROLE_{index}"
     while end in body.split("\n"):  # an argument line that equals the terminator
@@ -415,7 +486,13 @@ def _role_step(
     ]
 
 
-def replica_script(role: Role, session: str, job_dir_word: str, cfg: Mapping[str, CfgVal]) -> str:
+def replica_script(
+    role: Role,
+    session: str,
+    job_dir_word: str,
+    cfg: Mapping[str, CfgVal],
+    runtime: Mapping[str, str] = _RUNTIME,
+) -> str:
     """What every task of role runs on its node (expanded there, not in the batch script)."""
     r = _substitute(role)
     identity = {
@@ -436,7 +513,7 @@ def replica_script(role: Role, session: str, job_dir_word: str, cfg: Mapping[str
                 f"role {role.name!r}: env name {name!r} is not a shell variable "
                 "name; the slurm backend cannot set it"
             )
-        lines.append(f"export {name}={shell_word(value)}")
+        lines.append(f"export {name}={shell_word(value, runtime)}")
     sig = str(cfg.get("signal") or "")
     m = _SIGNAL.fullmatch(sig) if sig.lower() != "none" else None
     if m and m.group(3).upper() in ("USR1", "USR2", "10", "12"):
@@ -455,7 +532,7 @@ def replica_script(role: Role, session: str, job_dir_word: str, cfg: Mapping[str
         'trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"',
         "trainlaunch_status ''",
         f'umask "${{{settings.USER_UMASK}:-077}}"  # files of the app itself: the user umask',
-        " ".join([_command_word(r.entrypoint), *(shell_word(a) for a in r.args)]),
+        " ".join([_command_word(r.entrypoint, runtime), *(shell_word(a, runtime) for a in r.args)]),
         "trainlaunch_rc=$?",
         "umask 077",
         'trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"',

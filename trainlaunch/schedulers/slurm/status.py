@@ -58,10 +58,12 @@ WHY = {  # words for the states whose name alone does not say what happened
     "REQUEUED": "requeued; it starts again when Slurm allows",
 }
 _FIELD = re.compile(
-    r"(?:^|\s)(JobId|HetJobId|HetJobOffset|JobName|JobState|Reason|Restarts|"
-    r"ExitCode|NodeList|BatchHost)=(\S*)"
+    r"(?:^|\s)(JobId|HetJobId|HetJobOffset|ArrayJobId|ArrayTaskId|JobName|JobState|Reason|"
+    r"Restarts|ExitCode|NodeList|BatchHost)=(\S*)"
 )
+_ARRAY_ID = re.compile(r"(\d+)_(?:\[([^\]]*)\]|(\d+))")  # 7_3, 7_[2-5%2], 7_[1,3,5-7]
 ERROR_TAIL_LINES = 20
+MAX_ARRAY_TASKS = 100_000
 
 
 def map_state(slurm_state: str) -> AppState:
@@ -95,8 +97,33 @@ def _exit(text: str) -> tuple[int | None, int | None]:
     return (int(m[1]), int(m[2])) if m else (None, None)
 
 
+def task_ids(spec: str) -> list[int]:
+    """A job array's task list as Slurm prints it (``2-5%2``, ``1,3,5-7``, ``0-15:4``)."""
+    out: list[int] = []
+    for part in spec.split("%")[0].split(","):
+        span, _, step = part.partition(":")
+        lo, _, hi = span.partition("-")
+        if not lo.isdigit() or not (hi or lo).isdigit() or not (step or "1").isdigit():
+            continue
+        if int(hi or lo) - int(lo) > MAX_ARRAY_TASKS:  # no Slurm allows more; never a huge list
+            continue
+        out += range(int(lo), int(hi or lo) + 1, max(int(step or 1), 1))
+    return out
+
+
+def array_job_ids(job_id: str) -> list[str]:
+    """``7_[2-5%2]`` (a pending range) -> 7_2 ... 7_5; ``7_3`` and ``7`` stay as they are."""
+    m = _ARRAY_ID.fullmatch(job_id)
+    if m is None or m[3] is not None:
+        return [job_id]
+    return [f"{m[1]}_{i}" for i in task_ids(m[2])]
+
+
 def parse_scontrol(text: str) -> dict[str, JobInfo]:
-    """``scontrol -o show job`` lines -> {job id: info}; a hetjob is keyed by its leader."""
+    """``scontrol -o show job`` lines -> {job id: info}; a hetjob is keyed by its leader.
+
+    An array element is keyed ``ARRAYJOB_TASK`` (a pending range: one key per element).
+    """
     out: dict[str, JobInfo] = {}
     for line in text.splitlines():
         f: dict[str, str] = {}
@@ -107,22 +134,27 @@ def parse_scontrol(text: str) -> dict[str, JobInfo]:
         rc, sig = _exit(f.get("ExitCode", ""))
         restarts = f.get("Restarts", "")
         job_id = f.get("HetJobId") or f["JobId"]
-        out[job_id] = JobInfo(
-            job_id=job_id,
-            state=f.get("JobState", ""),
-            name=f.get("JobName", ""),
-            reason=f.get("Reason", ""),
-            exit_code=rc,
-            signal=sig,
-            restarts=int(restarts) if restarts.isdigit() else None,
-            nodes=f.get("NodeList", ""),
-            source="scontrol",
-        )
+        ids = [job_id]
+        if f.get("ArrayJobId") and f.get("ArrayTaskId"):
+            ids = [f"{f['ArrayJobId']}_{i}" for i in task_ids(f["ArrayTaskId"])]
+        for one in ids:
+            out[one] = JobInfo(
+                job_id=one,
+                state=f.get("JobState", ""),
+                name=f.get("JobName", ""),
+                reason=f.get("Reason", ""),
+                exit_code=rc,
+                signal=sig,
+                restarts=int(restarts) if restarts.isdigit() else None,
+                nodes=f.get("NodeList", ""),
+                source="scontrol",
+            )
     return out
 
 
 def parse_squeue(text: str) -> dict[str, JobInfo]:
-    """``squeue -h -o %i|%T|%j|%r|%N`` -> {job id: info} (hetjob: the ``ID+0`` row)."""
+    """``squeue -h -o %i|%T|%j|%r|%N`` -> {job id: info} (hetjob: the ``ID+0`` row;
+    a job array's pending ``ID_[2-5%2]`` row: one key per element)."""
     out: dict[str, JobInfo] = {}
     for line in text.splitlines():
         parts = line.split("|")
@@ -131,7 +163,8 @@ def parse_squeue(text: str) -> dict[str, JobInfo]:
         job_id, _, offset = parts[0].partition("+")
         if offset not in ("", "0"):
             continue
-        out[job_id] = JobInfo(job_id, parts[1], parts[2], parts[3], nodes=parts[4], source="squeue")
+        for one in array_job_ids(job_id):
+            out[one] = JobInfo(one, parts[1], parts[2], parts[3], nodes=parts[4], source="squeue")
     return out
 
 
@@ -139,7 +172,8 @@ SACCT_FIELDS = "JobID,JobName,State,ExitCode,NodeList"
 
 
 def parse_sacct(text: str) -> dict[str, JobInfo]:
-    """``sacct -n -P -X -o JobID,JobName,State,ExitCode,NodeList`` -> {job id: info}."""
+    """``sacct -n -P -X -o JobID,JobName,State,ExitCode,NodeList`` -> {job id: info}
+    (array elements as ``ID_TASK``, a range row ``ID_[2-5%2]`` expanded)."""
     out: dict[str, JobInfo] = {}
     for line in text.splitlines():
         parts = line.split("|")
@@ -149,15 +183,16 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
         if offset not in ("", "0"):
             continue
         rc, sig = _exit(parts[3])
-        out[job_id] = JobInfo(
-            job_id,
-            (parts[2].split() or [""])[0],
-            parts[1],
-            exit_code=rc,
-            signal=sig,
-            nodes=parts[4],
-            source="sacct",
-        )
+        for one in array_job_ids(job_id):  # an element never started: the ID_[2-5%2] row
+            out[one] = JobInfo(
+                one,
+                (parts[2].split() or [""])[0],
+                parts[1],
+                exit_code=rc,
+                signal=sig,
+                nodes=parts[4],
+                source="sacct",
+            )
     return out
 
 
