@@ -15,6 +15,7 @@ from trainlaunch.schedulers import get_scheduler
 from trainlaunch.schedulers.slurm.backend import SlurmArrayRequest, SlurmScheduler
 from trainlaunch.schedulers.slurm.status import (
     array_job_ids,
+    own_job_id,
     parse_sacct,
     parse_scontrol,
     parse_squeue,
@@ -66,6 +67,7 @@ def test_scontrol_keys_elements_by_array_and_task() -> None:
     assert sorted(s) == ["31000_2", "31000_3", "31000_4", "31000_5"]  # not by JobId=31003
     assert (s["31000_2"].app_state, s["31000_2"].signal) == (AppState.CANCELLED, 15)
     assert s["31000_5"].state == "CANCELLED" and s["31000_5"].name == "probe"
+    assert own_job_id(SCONTROL_ARRAY.splitlines()[1]) == "31003"  # what srun --jobid takes
 
 
 def test_sacct_range_rows_and_element_rows() -> None:

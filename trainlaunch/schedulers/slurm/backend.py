@@ -596,7 +596,11 @@ class SlurmScheduler(Scheduler):
         app = _app_from(rec)
         if app is None:
             raise AppNotFound(f"slurm job {app_id} has no readable AppDef in its record")
-        return slurm_stacks.dump_job(app_id, Path(rec["job_dir"]), app, native, run_slurm)
+        job_id = app_id
+        if "_" in app_id:  # an array element: srun --jobid wants its own job id
+            proc = run_slurm(["scontrol", "-o", "show", "job", app_id], check=False)
+            job_id = slurm_status.own_job_id(proc.stdout) or app_id
+        return slurm_stacks.dump_job(job_id, Path(rec["job_dir"]), app, native, run_slurm)
 
     def status(self, app_id: str) -> AppStatus:
         """Shortcut: describe(app_id).status."""

@@ -152,6 +152,13 @@ def parse_scontrol(text: str) -> dict[str, JobInfo]:
     return out
 
 
+def own_job_id(text: str) -> str | None:
+    """An array element's own job id (``JobId=``; srun --jobid takes no ``7_3``) from
+    ``scontrol -o show job 7_3``."""
+    m = re.search(r"(?:^|\s)JobId=(\d+)", text)
+    return m[1] if m else None
+
+
 def parse_squeue(text: str) -> dict[str, JobInfo]:
     """``squeue -h -o %i|%T|%j|%r|%N`` -> {job id: info} (hetjob: the ``ID+0`` row;
     a job array's pending ``ID_[2-5%2]`` row: one key per element)."""
