@@ -79,6 +79,7 @@ def test_array_runs_at_most_two_at_once_and_compares(slurm: SlurmScheduler) -> N
     rows = json.loads(_cli("list", "--sweep", handle.rsplit(":", 1)[1], "--json").stdout)
     assert [r["state"] for r in rows["points"]] == ["SUCCEEDED"] * 6
 
+    assert _cli("wait", handles[0]).returncode == 0
     for i, (h, p) in enumerate(zip(handles, points, strict=True)):  # each element on its own
         desc = json.loads(_cli("describe", h, "--json").stdout)
         job_dir = Path(desc["metadata"]["job_dir"])
@@ -141,3 +142,16 @@ def test_unequal_resources_fall_back_to_one_job_per_point(slurm: SlurmScheduler)
     assert "--array" not in out.stdout and out.stdout.count("#!/bin/bash") == 2
     refused = _cli("sweep", "-s", "slurm", "--max-parallel", "1", *args)
     assert refused.returncode == 2 and "cannot be one job array" in refused.stderr
+
+
+def test_dryrun_shows_the_array_and_each_element_point(slurm: SlurmScheduler) -> None:
+    args = ("--seeds", "1,2,3", "--max-parallel", "2", "utils.sh", "echo {seed}")
+    out = _cli("sweep", "-s", "slurm", "--dryrun", *args)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:3] == [f"# element {i}: seed={i + 1}" for i in range(3)]
+    assert out.stdout.count("#!/bin/bash") == 1 and "#SBATCH --array=0-2%2" in lines
+    assert all(f"bash -c 'echo {i}'" in out.stdout for i in (1, 2, 3))
+    doc = json.loads(_cli("sweep", "-s", "slurm", "--dryrun", "--json", *args).stdout)
+    assert "#SBATCH --array=0-2%2" in doc["array"] and len(doc["points"]) == 3
+    assert not list((Path.cwd().parent / "home" / "slurm").glob("index/*.json"))  # nothing sent
