@@ -3,6 +3,7 @@ the dev cluster, Slurm 22.05.8), the rendered array script, and that script run 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -166,3 +167,74 @@ def test_an_element_runs_its_own_point(tmp_path: Path, fakes: Path) -> None:  # 
         timeout=60,
     )
     assert bad.returncode == 1 and "no element 7" in bad.stderr
+
+
+# --- stop: which ids scancel gets (fake Slurm commands: the process boundary) ----------------
+
+FAKE_STATE = 'state() { cat "$FAKE_DIR/$1" 2>/dev/null || echo RUNNING; }\n'
+FAKES = {
+    "scontrol": FAKE_STATE + '[ "$1" = release ] && exit 0\nid=$4\necho "JobId=9${id#*_}0 '
+    "ArrayJobId=${id%_*} "
+    'ArrayTaskId=${id#*_} JobName=pt JobState=$(state "$id") Restarts=0 ExitCode=0:0 NodeList=n1"',
+    "squeue": FAKE_STATE + 'while [ $# -gt 0 ]; do [ "$1" = -j ] && ids=$2; shift; done\n'
+    'for id in ${ids//,/ }; do echo "$id|$(state "$id")|pt|None|n1"; done',
+    "scancel": 'echo "$*" >>"$FAKE_DIR/scancel.log"\nfor t in "$@"; do\n'
+    "  for e in $FAKE_ELEMENTS; do\n"
+    '    if [ "$e" = "$t" ] || [ "${e%_*}" = "$t" ]; then\n'
+    '      grep -q COMPLETED "$FAKE_DIR/$e" 2>/dev/null || echo CANCELLED >"$FAKE_DIR/$e"\n'
+    "    fi\n  done\ndone",
+    "sacct": "exit 0",
+    "sbatch": 'cat >"$FAKE_DIR/submitted.sh"; echo "$*" >"$FAKE_DIR/sbatch.args"; echo 900',
+}
+
+
+@pytest.fixture
+def fake_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SlurmScheduler, Path]:
+    """Sweep points submitted as the array 900 (elements 900_0..2); fake Slurm answers."""
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    bin_dir.mkdir()
+    state.mkdir()
+    for name, body in FAKES.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body + "\n")
+        (bin_dir / name).chmod(0o755)
+    elements = [f"900_{i}" for i in range(3)]
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DIR", str(state))
+    monkeypatch.setenv("FAKE_ELEMENTS", " ".join(elements))
+    monkeypatch.setenv(settings.HOME, str(tmp_path / "home"))
+    sched = get_scheduler("slurm", "trainlaunch")
+    infos = _infos(sched, [[_role(e)] for e in elements], str(tmp_path / "j" / "${app_id}"))
+    assert sched.schedule_array(sched.submit_array_dryrun(infos, 2)) == elements
+    assert (state / "sbatch.args").read_text() == "--parsable --hold\n"
+    assert "#SBATCH --array=0-2%2\n" in (state / "submitted.sh").read_text()
+    for e in elements:  # each element: its own job dir and index record, before the release
+        assert (tmp_path / "j" / e / "sbatch.sh").is_file()
+        rec = json.loads((tmp_path / "home" / "slurm" / "index" / f"{e}.json").read_text())
+        assert rec["array"] == {"job_id": "900", "index": int(e[-1]), "size": 3}
+    return sched, state
+
+
+def test_stopping_every_live_element_is_one_scancel_of_the_array(
+    fake_array: tuple[SlurmScheduler, Path],
+) -> None:
+    sched, state = fake_array
+    (state / "900_0").write_text("COMPLETED")  # ended already: not asked, not in the way
+    sched.cancel_many(["900_2", "900_1"])
+    assert (state / "scancel.log").read_text() == "900\n"
+    assert [sched.status(f"900_{i}").state for i in range(3)] == [
+        AppState.SUCCEEDED,
+        AppState.CANCELLED,
+        AppState.CANCELLED,
+    ]
+
+
+def test_stopping_one_element_leaves_the_others_running(
+    fake_array: tuple[SlurmScheduler, Path],
+) -> None:
+    sched, state = fake_array
+    sched.cancel("900_1")
+    assert (state / "scancel.log").read_text() == "900_1\n"
+    states = [sched.status(f"900_{i}").state for i in range(3)]
+    assert states == [AppState.RUNNING, AppState.CANCELLED, AppState.RUNNING]
+    rows = {r.app_id: r.state for r in sched.list()}  # elements list as apps
+    assert rows == dict(zip([f"900_{i}" for i in range(3)], states, strict=True))
