@@ -238,3 +238,11 @@ def test_stopping_one_element_leaves_the_others_running(
     assert states == [AppState.RUNNING, AppState.CANCELLED, AppState.RUNNING]
     rows = {r.app_id: r.state for r in sched.list()}  # elements list as apps
     assert rows == dict(zip([f"900_{i}" for i in range(3)], states, strict=True))
+
+
+def test_an_array_script_over_slurms_size_limit_is_not_an_array(tmp_path: Path) -> None:
+    sched = _scheduler(tmp_path)
+    big = "x" * (1024 * 1024)  # 5 points x 1 MiB of arguments: over the 4 MiB default
+    infos = _infos(sched, [[_role(big + str(i))] for i in range(5)], "/j/${app_id}", [1] * 5)
+    reason = sched.submit_array_dryrun(infos, None)
+    assert isinstance(reason, str) and "over Slurm's default max_script_size of 4 MiB" in reason

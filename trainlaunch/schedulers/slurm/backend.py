@@ -43,6 +43,7 @@ from trainlaunch.schedulers.slurm.render import (
     BACKEND,
     BATCH_LOG,
     array_mismatch,
+    array_too_big,
     default_job_dir,
     render_array,
     render_parts,
@@ -241,6 +242,8 @@ class SlurmScheduler(Scheduler):
         if why:
             return why
         script = render_array(parts, max_parallel)
+        if why := array_too_big(script):
+            return why
         req = SlurmArrayRequest(script, job_dir, tuple(infos), max_parallel)
         return AppDryRunInfo(
             request=req, fmt=_script_of, app=None, cfg=infos[0].cfg, scheduler=BACKEND

@@ -1,6 +1,7 @@
 """Pure sbatch rendering for the Slurm backend: the option schema and one script per app.
 
-One batch script per app. One role is a plain job; several roles are one heterogeneous job,
+One batch script per app (several apps with the same resource request can also be one job
+array: :func:`render_array`, docs/slurm.md "Job arrays"). One role is a plain job; several roles are one heterogeneous job,
 one component per role (a hetjob needs at least one node per component). Each role runs
 as one ``srun`` step with one task per replica; the task runs the role's *replica script*,
 kept verbatim in a quoted here-document, which sets the replica's identity, redirects its
@@ -29,6 +30,7 @@ RESULT_FILE = "result"  # "restart=N exit=RC end=T", written when the batch scri
 STATUS_FILE = "replica.status"  # per replica: "restart=N host=H start=T[ exit=RC end=T]"
 DEFAULT_MAX_REQUEUES = 3
 RDZV_PORT_BASE, RDZV_PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768+)
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024  # Slurm's default max_script_size (SchedulerParameters)
 
 # Macros become placeholders first, then shell expansions inside the quoted words.
 _RUNTIME = {"\x01APP_ID\x01": '"$SLURM_JOB_ID"', "\x01REPLICA_ID\x01": '"$SLURM_PROCID"'}
@@ -341,6 +343,17 @@ def array_mismatch(heads: Sequence[Sequence[str]]) -> str:
             diff = next((ln for ln in request(head) if ln not in first), "")
             return f"its points ask for different resources (point {i}: {diff[8:] or 'fewer'})"
     return ""
+
+
+def array_too_big(script: str) -> str:
+    """Why sbatch would refuse the array script ('' if it would not): its size."""
+    size = len(script.encode("utf-8"))
+    if size <= MAX_SCRIPT_BYTES:
+        return ""
+    return (
+        f"the array script would be {size / 2**20:.1f} MiB, over Slurm's default "
+        f"max_script_size of {MAX_SCRIPT_BYTES // 2**20} MiB"
+    )
 
 
 def render_array(parts: Sequence[tuple[list[str], list[str]]], max_parallel: int | None) -> str:
