@@ -15,6 +15,7 @@ from tests.conftest import wait_until
 from trainlaunch.schedulers.slurm.backend import SlurmScheduler
 from trainlaunch.schedulers.slurm.status import parse_squeue
 
+pytestmark = pytest.mark.slurm
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "sweep" / "train_tiny.py"
 LRS = ("0.3", "0.1", "0.03")
 DEADLINE_S = 240.0  # the dev cluster is shared: elements may wait for free CPUs
