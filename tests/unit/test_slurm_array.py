@@ -246,3 +246,24 @@ def test_an_array_script_over_slurms_size_limit_is_not_an_array(tmp_path: Path) 
     infos = _infos(sched, [[_role(big + str(i))] for i in range(5)], "/j/${app_id}", [1] * 5)
     reason = sched.submit_array_dryrun(infos, None)
     assert isinstance(reason, str) and "over Slurm's default max_script_size of 4 MiB" in reason
+
+
+def test_elements_slurmctld_forgot_are_read_from_the_arrays_sacct_rows(
+    fake_array: tuple[SlurmScheduler, Path], tmp_path: Path
+) -> None:
+    sched, _ = fake_array
+    for name, body in {
+        "scontrol": "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1",
+        "squeue": "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1",
+        # like 22.05: elements cancelled before they started have no row of their own
+        "sacct": 'while [ $# -gt 0 ]; do [ "$1" = -j ] && ids=$2; shift; done\n'
+        'case ",$ids," in *,900,*) echo "900_0|pt|COMPLETED|0:0|n1"\n'
+        '  echo "900_[1-2%2]|pt|CANCELLED by 0|0:0|None assigned" ;; esac',
+    }.items():
+        (tmp_path / "bin" / name).write_text("#!/bin/bash\n" + body + "\n")
+    assert [sched.status(f"900_{i}").state for i in range(3)] == [
+        AppState.SUCCEEDED,
+        AppState.CANCELLED,
+        AppState.CANCELLED,
+    ]
+    assert {r.app_id: r.state for r in sched.list()}["900_2"] == AppState.CANCELLED
