@@ -71,40 +71,46 @@ def targets(runner: Any, target: str) -> tuple[str, list[tuple[str, int]]]:
     return handle, pairs
 
 
-def _prefixer(pairs: list[tuple[str, int]], color: bool, raw: bool) -> dict[tuple[str, int], str]:
+Source = tuple[str, str, int]  # (handle, role, replica): one log to read
+
+
+def _prefixer(
+    sources: list[Source], labels: dict[Source, str], color: bool, raw: bool
+) -> dict[Source, str]:
     if raw:
-        return {p: "" for p in pairs}
-    width = max(len(f"{r}/{i}") for r, i in pairs) if pairs else 0
+        return {s: "" for s in sources}
+    width = max(len(labels[s]) for s in sources) if sources else 0
     out = {}
-    for n, (r, i) in enumerate(pairs):
-        label = f"{r}/{i}".ljust(width)
-        out[(r, i)] = f"\x1b[{_COLORS[n % len(_COLORS)]}m{label}\x1b[0m " if color else f"{label} "
+    for n, s in enumerate(sources):
+        label = labels[s].ljust(width)
+        out[s] = f"\x1b[{_COLORS[n % len(_COLORS)]}m{label}\x1b[0m " if color else f"{label} "
     return out
 
 
 def _lines(
-    runner: Any, handle: str, pairs: list[tuple[str, int]], follow: bool, **kw: Any
-) -> Iterator[tuple[tuple[str, int], str]]:
-    if not follow or len(pairs) == 1:
-        for p in pairs:
-            for line in runner.log_lines(handle, p[0], p[1], should_tail=follow, **kw):
-                yield p, line
+    runner: Any, sources: list[Source], follow: bool, **kw: Any
+) -> Iterator[tuple[Source, str]]:
+    """Each source's lines; with follow, all at once, interleaved in arrival order."""
+    if not follow or len(sources) == 1:
+        for s in sources:
+            for line in runner.log_lines(s[0], s[1], s[2], should_tail=follow, **kw):
+                yield s, line
         return
     q: queue.Queue[Any] = queue.Queue(maxsize=10000)
     done = object()
 
-    def pump(p: tuple[str, int]) -> None:
+    def pump(s: Source) -> None:
         try:
-            for line in runner.log_lines(handle, p[0], p[1], should_tail=True, **kw):
-                q.put((p, line))
+            for line in runner.log_lines(s[0], s[1], s[2], should_tail=True, **kw):
+                q.put((s, line))
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
             q.put(e)
         finally:
             q.put(done)
 
-    for p in pairs:
-        threading.Thread(target=pump, args=(p,), daemon=True).start()
-    left = len(pairs)
+    for s in sources:
+        threading.Thread(target=pump, args=(s,), daemon=True).start()
+    left = len(sources)
     while left:
         item = q.get()
         if item is done:
@@ -151,16 +157,55 @@ def stream_all(
 ) -> None:
     """Print the lines of every targeted replica (following until the app ends)."""
     handle, pairs = targets(runner, target)
+    sources = [(handle, r, i) for r, i in pairs]
     color = output.stdout_is_tty() and not as_json
-    prefix = _prefixer(pairs, color, raw)
+    prefix = _prefixer(sources, {s: f"{s[1]}/{s[2]}" for s in sources}, color, raw)
     if not (follow or regex or since or until or as_json):
-        files = {p: runner.log_files(handle, p[0], p[1], streams) for p in pairs}
+        files = {s: runner.log_files(*s, streams) for s in sources}
         if all(f is not None for f in files.values()):
             sys.stdout.flush()
-            for p in pairs:
-                for path in files[p] or []:
-                    copy_with_prefix(path, prefix[p].encode(), sys.stdout.buffer)
+            for s in sources:
+                for path in files[s] or []:
+                    copy_with_prefix(path, prefix[s].encode(), sys.stdout.buffer)
             return
+    _print(runner, sources, prefix, follow, regex, since, until, streams, as_json, {})
+
+
+def follow_sweep(
+    runner: Any,
+    points: list[tuple[str, str]],
+    regex: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    streams: str | None = None,
+    as_json: bool = False,
+    raw: bool = False,
+) -> None:
+    """Follow every replica of every (handle, label) point at once, each line prefixed
+    ``[label] role/replica``; ends once every point has ended (queued ones included)."""
+    sources: list[Source] = []
+    labels: dict[Source, str] = {}
+    for handle, label in points:
+        for role, replica in targets(runner, handle)[1]:
+            sources.append((handle, role, replica))
+            labels[sources[-1]] = f"[{label}] {role}/{replica}"
+    prefix = _prefixer(sources, labels, output.stdout_is_tty() and not as_json, raw)
+    point = {s: dict(points).get(s[0], "") for s in sources}
+    _print(runner, sources, prefix, True, regex, since, until, streams, as_json, point)
+
+
+def _print(
+    runner: Any,
+    sources: list[Source],
+    prefix: dict[Source, str],
+    follow: bool,
+    regex: str | None,
+    since: str | None,
+    until: str | None,
+    streams: str | None,
+    as_json: bool,
+    point: dict[Source, str],
+) -> None:
     kw = {
         "regex": regex,
         "since": parse_time(since),
@@ -168,11 +213,13 @@ def stream_all(
         "streams": streams,
     }
     write = sys.stdout.write
-    for (role, replica), line in _lines(runner, handle, pairs, follow, **kw):
+    for source, line in _lines(runner, sources, follow, **kw):
         if as_json:
-            write(json.dumps({"role": role, "replica": replica, "line": line}) + "\n")
+            extra = {"handle": source[0], "point": point[source]} if point else {}
+            write(json.dumps({**extra, "role": source[1], "replica": source[2], "line": line}))
+            write("\n")
         else:
-            write(prefix[(role, replica)] + line + "\n")
+            write(prefix[source] + line + "\n")
         if follow:
             sys.stdout.flush()
 
@@ -181,7 +228,12 @@ def stream_all(
 @click.argument(
     "target", metavar="HANDLE[/ROLE[/REPLICA,...]]", shell_complete=argv.complete_app_id
 )
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the app ends.")
+@click.option(
+    "-f",
+    "--follow",
+    is_flag=True,
+    help="Keep printing new lines until the app (every point of a sweep) ends.",
+)
 @click.option("--regex", default=None, help="Only lines matching this regular expression.")
 @click.option("--since", default=None, help="Only lines from this time on (30s, 5m, 2h, ISO).")
 @click.option("--until", default=None, help="Only lines up to this time (30s, 5m, 2h, ISO).")
@@ -223,7 +275,22 @@ def command(
         raise_on_sigterm()
     from trainlaunch.sweep_runs import sweep_id_of
 
-    if sweep_id_of(target):  # every app of a sweep in turn (docs/sweeps.md)
+    sweep_id = sweep_id_of(target)
+    if sweep_id and follow:  # every point at once, interleaved (docs/sweeps.md)
+        from trainlaunch import sweep_runs, sweeps
+
+        rows = [p for p in sweep_runs.read_sweep(sweep_id)["points"] if p.get("handle")]
+        points = [
+            (
+                p["handle"],
+                sweeps.point_label(sweeps.SweepPoint(p["index"], p["params"], p.get("seed"))),
+            )
+            for p in rows
+        ]
+        with get_runner() as runner:
+            follow_sweep(runner, points, regex, since, until, streams, as_json, raw)
+        return
+    if sweep_id:  # every app of a sweep in turn (docs/sweeps.md)
         from trainlaunch.cli import sweep_group
 
         sweep_group.logs(
