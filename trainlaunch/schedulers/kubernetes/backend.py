@@ -15,7 +15,7 @@ import re
 import secrets
 import string
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from trainlaunch.schedulers.api import (
 )
 from trainlaunch.schedulers.kubernetes import metrics as k8s_metrics
 from trainlaunch.schedulers.kubernetes import status as st
+from trainlaunch.schedulers.kubernetes import sweep as k8s_sweep
 from trainlaunch.schedulers.kubernetes.checks import check_manifests, is_dns_label
 from trainlaunch.schedulers.kubernetes.client import KubeApi, NotFound, connect, resolve_context
 from trainlaunch.schedulers.kubernetes.image import DEFAULT_METRICS_MOUNT, runs_agent
@@ -215,13 +216,7 @@ class KubernetesScheduler(Scheduler):
 
             zipapp = build_agent_zipapp()
         docs = render_app(app, name, self.session_name, opts, zipapp)
-        problems = check_manifests(docs)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise UsageError(
-                f"cannot run {app.name!r} on Kubernetes: {problems[0]}{more}",
-                hint="; ".join(problems[1:4]) or None,
-            )
+        _check(docs, repr(app.name))
         request = KubernetesRequest(namespace, name, tuple(docs), context, kubeconfig)
         return AppDryRunInfo(
             request,
@@ -232,6 +227,56 @@ class KubernetesScheduler(Scheduler):
             app_id=request.app_id,
             drawn={"app_id": name},
         )
+
+    def submit_array_dryrun(
+        self, infos: Sequence[AppDryRunInfo], max_parallel: int | None = None
+    ) -> AppDryRunInfo | str:
+        """With --max-parallel: every point (one pod each) as one index of ONE Indexed Job
+        whose parallelism is the limit (sweep.py); without it, one Job per point ('')."""
+        if max_parallel is None or not infos:
+            return ""
+        first: KubernetesRequest = infos[0].request
+        apps = [i.app for i in infos]
+        if any(a is None for a in apps):
+            return "a point has no AppDef to render"
+        opts = RenderOptions.from_cfg(infos[0].cfg, first.namespace)
+        note = k8s_sweep.why_not([a.roles for a in apps if a], opts)
+        if note:
+            return note
+        zipapp = None
+        if opts.agent == "bundled" and any(runs_agent(r) for a in apps if a for r in a.roles):
+            from trainlaunch.schedulers.kubernetes.bundle import build_agent_zipapp
+
+            zipapp = build_agent_zipapp()
+        name = first.name  # point 0's drawn name: every point is rendered under it
+        per_point = [
+            render_app(
+                a, name, self.session_name, RenderOptions.from_cfg(i.cfg, first.namespace), zipapp
+            )
+            for i, a in zip(infos, apps, strict=True)
+            if a
+        ]
+        roles = [a.roles[0] for a in apps if a]
+        docs = k8s_sweep.combine(per_point, roles, self.session_name, opts, name, max_parallel)
+        _check(docs, f"the sweep of {roles[0].name!r}")
+        request = KubernetesRequest(
+            first.namespace, name, tuple(docs), first.context, first.kubeconfig
+        )
+        return AppDryRunInfo(
+            request,
+            fmt=lambda r: to_yaml(list(r.resources)),
+            app=apps[0],
+            cfg=dict(infos[0].cfg),
+            scheduler=BACKEND,
+            app_id=request.app_id,
+            drawn={"app_id": name},
+        )
+
+    def schedule_array(self, dryrun_info: AppDryRunInfo) -> builtins.list[str]:
+        """Create the sweep's Indexed Job; point i's app id is ``ns:name:i``."""
+        app_id = self.schedule(dryrun_info)
+        job = next(d for d in dryrun_info.request.resources if d["kind"] == "Job")
+        return [k8s_sweep.point_app_id(app_id, i) for i in range(job["spec"]["completions"])]
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Create each role's Job, then its Service (owned by the Job); undo on failure."""
@@ -270,6 +315,9 @@ class KubernetesScheduler(Scheduler):
 
     def describe(self, app_id: str) -> DescribeAppResponse:
         """Status from the app's Jobs and pods; AppNotFound when it has none."""
+        group, point = k8s_sweep.split_point(app_id)
+        if point is not None:
+            return self._describe_point(group, point, app_id)
         ns, name = parse_app_id(app_id)
         api = self._api()
         try:
@@ -303,9 +351,49 @@ class KubernetesScheduler(Scheduler):
             },
         )
 
+    def _describe_point(self, group: str, point: int, app_id: str) -> DescribeAppResponse:
+        """Point ``point`` of a --max-parallel sweep: the index of its Indexed Job."""
+        ns, name = parse_app_id(group)
+        api = self._api()
+        try:
+            jobs = self._jobs(api, ns, name, app_id)
+        except AppNotFound:
+            stopped = _tombstone(ns, name)
+            if stopped is None:
+                raise
+            done = k8s_sweep.parse_indexes(stopped.get("completed"))
+            failed = k8s_sweep.parse_indexes(stopped.get("failed"))
+            state = AppState.CANCELLED
+            if point in done or point in failed:
+                state = AppState.SUCCEEDED if point in done else AppState.FAILED
+            msg = "" if state != AppState.CANCELLED else "stopped by `trainlaunch stop`"
+            return DescribeAppResponse(
+                app_id=app_id, status=AppStatus(state=state, msg=msg), metadata={"namespace": ns}
+            )
+        job = jobs[0]
+        if not k8s_sweep.is_sweep_job(job) or point >= int(job["spec"].get("completions") or 1):
+            raise self._not_found(app_id)
+        pods = api.list("Pod", ns, f"{LABEL_APP}={name}")
+        template = role_from_job(job)
+        app = None
+        if template is not None:
+            role = k8s_sweep.point_role(job, template, point)
+            app = AppDef(_ann(job, ANN_APP_NAME) or name, (role,))
+        return DescribeAppResponse(
+            app_id=app_id,
+            status=k8s_sweep.point_status(job, pods, point),
+            app=app,
+            metadata={
+                "namespace": ns,
+                "jobs": [job["metadata"]["name"]],
+                "sweep_job": group,
+                "context": self.context or "",
+            },
+        )
+
     def session_of(self, app_id: str) -> str | None:
         """The session in the handle the app's pods were given (None once it is stopped)."""
-        ns, name = parse_app_id(app_id)
+        ns, name = parse_app_id(k8s_sweep.split_point(app_id)[0])
         try:
             jobs = self._jobs(self._api(), ns, name, app_id)
         except AppNotFound:
@@ -314,8 +402,9 @@ class KubernetesScheduler(Scheduler):
         for container in spec.get("containers") or []:
             for var in container.get("env") or []:
                 if var.get("name") == settings.HANDLE and var.get("value"):
+                    value = var["value"].replace(k8s_sweep.INDEX_REF, "0")  # a sweep's points
                     with contextlib.suppress(UsageError):
-                        return parse_app_handle(var["value"]).session
+                        return parse_app_handle(value).session
         return None
 
     def list(self) -> list[ListAppResponse]:
@@ -359,6 +448,13 @@ class KubernetesScheduler(Scheduler):
 
     def cancel(self, app_id: str) -> None:
         """Delete the app's Jobs (pods go with them: background propagation) and Services."""
+        group, point = k8s_sweep.split_point(app_id)
+        if point is not None:
+            raise UsageError(
+                f"{app_id} is point {point} of a --max-parallel sweep: all its points are one "
+                "Indexed Job, and Kubernetes cannot stop one index of a Job alone",
+                hint="stop the whole sweep (`trainlaunch stop SWEEP`)",
+            )
         ns, name = parse_app_id(app_id)
         api = self._api()
         selector = f"{LABEL_APP}={name}"
@@ -376,8 +472,20 @@ class KubernetesScheduler(Scheduler):
         # the Jobs are gone: remember the stop so status/list still say CANCELLED
         store.write_json(
             _tombstone_dir() / f"{ns}_{name}.json",
-            {"namespace": ns, "name": name, "stopped": time.time()},
+            {"namespace": ns, "name": name, "stopped": time.time(), **_indexes(jobs)},
         )
+
+    def cancel_many(self, app_ids: Sequence[str]) -> None:
+        """Stop several apps; the points of one --max-parallel sweep go with their one Job."""
+        groups: builtins.list[str] = []
+        for app_id in app_ids:
+            group, point = k8s_sweep.split_point(app_id)
+            if point is None:
+                self.cancel(app_id)
+            elif group not in groups:
+                groups.append(group)
+        for group in groups:
+            self.cancel(group)
 
     # -- logs ------------------------------------------------------------------------------------
 
@@ -399,16 +507,21 @@ class KubernetesScheduler(Scheduler):
                 "stderr cannot be read apart",
                 hint="leave out --stream: the pod log already has both, in order",
             )
-        ns, name = parse_app_id(app_id)
+        group, point = k8s_sweep.split_point(app_id)
+        ns, name = parse_app_id(group)
         api = self._api()
         job = self._role_job(api, ns, name, app_id, role_name)
-        n = int(job["spec"].get("completions") or 1)
+        n = int(job["spec"].get("completions") or 1) if point is None else 1
         if not 0 <= k < n:
             raise UsageError(f"role {role_name!r} has replicas 0..{n - 1}, not {k}")
         container = job["spec"]["template"]["spec"]["containers"][0]["name"]
         selector = f"{LABEL_APP}={name},{LABEL_ROLE}={job['metadata']['labels'][LABEL_ROLE]}"
-        reader = LogReader(api, ns, name, selector, container, self.poll_interval)
-        return reader.lines(k, re.compile(regex) if regex else None, since, until, should_tail)
+        ended = None  # a point ends with its index, not with the sweep's Job
+        if point is not None:
+            ended = lambda: self.describe(app_id).status.is_terminal  # noqa: E731
+        reader = LogReader(api, ns, name, selector, container, self.poll_interval, ended)
+        index = k if point is None else point
+        return reader.lines(index, re.compile(regex) if regex else None, since, until, should_tail)
 
     def stacks(self, app_id: str, native: bool = False) -> builtins.list[Any]:
         """Not supported yet (docs/hangs.md says why)."""
@@ -421,10 +534,11 @@ class KubernetesScheduler(Scheduler):
         )
 
     def log_replicas(self, app_id: str, role_name: str) -> builtins.list[int]:
-        """Every completion index of the role's Job."""
-        ns, name = parse_app_id(app_id)
+        """Every completion index of the role's Job (a sweep's point: its one replica, 0)."""
+        group, point = k8s_sweep.split_point(app_id)
+        ns, name = parse_app_id(group)
         job = self._role_job(self._api(), ns, name, app_id, role_name)
-        return list(range(int(job["spec"].get("completions") or 1)))
+        return [0] if point is not None else list(range(int(job["spec"].get("completions") or 1)))
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -468,6 +582,17 @@ class KubernetesScheduler(Scheduler):
         self._apis.clear()
 
 
+def _check(docs: Objects, what: str) -> None:
+    """UsageError naming every problem check_manifests finds in docs."""
+    problems = check_manifests(docs)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(
+            f"cannot run {what} on Kubernetes: {problems[0]}{more}",
+            hint="; ".join(problems[1:4]) or None,
+        )
+
+
 def _tombstone_dir() -> Path:
     return store.ensure_private_dir(store.ensure_private_dir(store.store_root()) / "kubernetes")
 
@@ -485,6 +610,17 @@ def _tombstones(ns: str) -> list[dict[str, Any]]:
         if isinstance(rec, dict) and rec.get("namespace") == ns and rec.get("name"):
             out.append(rec)
     return out
+
+
+def _indexes(jobs: Objects) -> dict[str, str]:
+    """A sweep Job's completed and failed indexes, kept when it is stopped (points keep them)."""
+    status = next((j.get("status") or {} for j in jobs if k8s_sweep.is_sweep_job(j)), None)
+    if status is None:
+        return {}
+    return {
+        "completed": status.get("completedIndexes") or "",
+        "failed": status.get("failedIndexes") or "",
+    }
 
 
 def _configmaps(job: Mapping[str, Any]) -> list[str]:

@@ -31,6 +31,9 @@ MAX_CONFIGMAP_BYTES = 1024 * 1024  # data + decoded binaryData, as the API serve
 _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
+SWEEP_POINTS = "trainlaunch.io/sweep-points"  # marks the Job of a --max-parallel sweep
+
+
 def check_manifests(docs: list[dict[str, Any]]) -> list[str]:
     """Every problem found, as ``Kind/name: what`` lines (empty when all is well)."""
     services = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Service"}
@@ -117,7 +120,12 @@ def _check_job(
     if not isinstance(n, int) or n < 1:
         yield "an Indexed Job needs completions >= 1"
         return
-    if spec.get("parallelism") != n:
+    if SWEEP_POINTS in (meta.get("annotations") or {}):  # one point per index (sweep.py)
+        if not isinstance(spec.get("parallelism"), int) or not 1 <= spec["parallelism"] <= n:
+            yield "a sweep Job's parallelism (--max-parallel) must be in 1..completions"
+        if "backoffLimitPerIndex" not in spec:
+            yield "a sweep Job needs backoffLimitPerIndex: one point's failure ends only it"
+    elif spec.get("parallelism") != n:
         yield "parallelism must equal completions: every replica runs at once"
     hostname = f"{name}-{n - 1}"
     if not is_dns_label(name) or len(hostname) > 63:

@@ -12,7 +12,7 @@ import datetime
 import math
 import re
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any
 
 from trainlaunch.schedulers.kubernetes import status as st
@@ -26,10 +26,18 @@ class LogReader:
     """The log lines of one role's replicas."""
 
     def __init__(
-        self, api: KubeApi, ns: str, app: str, selector: str, container: str, poll_interval: float
+        self,
+        api: KubeApi,
+        ns: str,
+        app: str,
+        selector: str,
+        container: str,
+        poll_interval: float,
+        ended: Callable[[], bool] | None = None,
     ) -> None:
         self.api, self.ns, self.app, self.selector = api, ns, app, selector
         self.container, self.poll_interval = container, poll_interval
+        self.ended = ended  # when following ends (default: once the app is terminal)
 
     def lines(
         self,
@@ -83,6 +91,8 @@ class LogReader:
             time.sleep(self.poll_interval)  # a product poll: the pod is being scheduled
 
     def _terminal(self) -> bool:
+        if self.ended is not None:
+            return self.ended()
         jobs = self.api.list("Job", self.ns, f"{LABEL_APP}={self.app}")
         return not jobs or st.combine(st.list_state(j) for j in jobs).is_terminal
 

@@ -102,7 +102,7 @@ def role_status(
     n = int((job.get("spec") or {}).get("completions") or 1)
     by_index: dict[int, list[dict[str, Any]]] = {}
     for pod in pods:
-        index = _index(pod)
+        index = pod_index(pod)
         if index is not None:
             by_index.setdefault(index, []).append(pod)
     replicas = tuple(replica_status(role, k, by_index.get(k, [])) for k in range(n))
@@ -110,7 +110,7 @@ def role_status(
     if state is not None:
         failed = [r for r in replicas if r.state == AppState.FAILED]
         if state == AppState.FAILED and failed:  # name one failed replica: the lowest index
-            msg = f"{msg}; {_failure(failed[0])}"
+            msg = f"{msg}; {failure(failed[0])}"
         return state, msg, replicas
     states = [r.state for r in replicas]
     if AppState.RUNNING in states:
@@ -222,18 +222,18 @@ def _waiting(replicas: tuple[ReplicaStatus, ...]) -> str:
     waiting = [r for r in replicas if r.state == AppState.PENDING]
     if not waiting:
         failed = [r for r in replicas if r.state == AppState.FAILED]
-        return f"{_failure(failed[0])}; waiting for its retry" if failed else ""
+        return f"{failure(failed[0])}; waiting for its retry" if failed else ""
     stuck = [r for r in waiting if r.message.split(":")[0] in STUCK_REASONS]
     first = (stuck or waiting)[0]
     return f"{len(waiting)}/{len(replicas)} replicas pending; replica {first.id}: {first.message}"
 
 
-def _failure(r: ReplicaStatus) -> str:
+def failure(r: ReplicaStatus) -> str:
     code = f" exited with code {r.exit_code}" if r.exit_code is not None else " failed"
     return f"replica {r.id}{code}" + (f" ({r.message})" if r.message else "")
 
 
-def _index(pod: Mapping[str, Any]) -> int | None:
+def pod_index(pod: Mapping[str, Any]) -> int | None:
     raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(INDEX_ANNOTATION)
     try:
         return int(raw) if raw is not None else None
