@@ -65,7 +65,8 @@ t = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(t)
 keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
         "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TRAINLAUNCH_METRICS_PATH",
-        "TRAINLAUNCH_SEED", "TRAINLAUNCH_REPLICA_ID", "JOB_COMPLETION_INDEX")
+        "TRAINLAUNCH_SEED", "TRAINLAUNCH_REPLICA_ID", "JOB_COMPLETION_INDEX",
+        "TRAINLAUNCH_APP_ID", "TRAINLAUNCH_RANK0_HOST")
 print("RESULT " + json.dumps({"sum": t.item(), "host": socket.gethostname(),
                               "env": {k: os.environ.get(k) for k in keys}}), flush=True)
 dist.destroy_process_group()
@@ -311,3 +312,55 @@ def test_two_pods_of_a_stock_image_all_reduce(
         assert e["TRAINLAUNCH_METRICS_PATH"] == "/tmp/trainlaunch/metrics/"
         assert e["TRAINLAUNCH_SEED"] and e["TORCHELASTIC_RUN_ID"]
     assert {r["host"] for r in results} == {f"{job['metadata']['name']}-{k}" for k in (0, 1)}
+
+
+@pytest.mark.slow
+def test_a_point_of_a_max_parallel_sweep_runs_its_own_ddp(
+    image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Index 1 of a --max-parallel sweep's Indexed Job: point 1's seed, itself as rank 0."""
+    from trainlaunch import sweep_runs, sweeps
+    from trainlaunch.settings import RankSettings
+
+    monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")
+    port = free_port()
+    cfg = {
+        "kubeconfig": str(kubeconfig),
+        "namespace": "team",
+        "rdzv_port": port,
+        "server_version": "1.29",
+    }
+    args = ["--image", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"]
+    args += ["--nproc_per_node", "2", "train.py"]
+    with get_runner("sim") as runner:
+        plan = sweep_runs.plan_sweep(
+            runner, "dist.ddp", args, sweeps.expand([], (11, 22)), "kubernetes", cfg,
+            RankSettings(), max_parallel=1,
+        )  # fmt: skip
+    assert plan.array is not None, plan.array_note
+    docs = list(plan.array.request.resources)
+    job = next(d for d in docs if d["kind"] == "Job")
+    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (2, 1)
+    root = tmp_path / "pods"
+    root.mkdir()
+    pod = start_pod(docs, job, 1, image, root)
+    try:
+        pod.wait(timeout=180)
+    finally:
+        if pod.poll() is None:
+            os.killpg(pod.pid, 9)
+            pod.wait()
+    log = (root / f"{job['metadata']['name']}-1.log").read_text()
+    assert pod.returncode == 0, log
+    results = [json.loads(x.split("RESULT ", 1)[1]) for x in log.splitlines() if "RESULT " in x]
+    assert len(results) == 2 and {r["sum"] for r in results} == {3.0}, log  # 1+2: its own ranks
+    own_host = (
+        f"{job['metadata']['name']}-1.{job['spec']['template']['spec']['subdomain']}.team.svc"
+    )
+    for r in results:
+        e = r["env"]
+        assert e["TRAINLAUNCH_SEED"] == "22" and e["JOB_COMPLETION_INDEX"] == "1"
+        assert e["TRAINLAUNCH_REPLICA_ID"] == e["GROUP_RANK"] == "0" and e["WORLD_SIZE"] == "2"
+        assert e["TRAINLAUNCH_RANK0_HOST"] == own_host  # not point 0's pod
+        assert e["TRAINLAUNCH_APP_ID"] == f"{plan.array.app_id}:1"
