@@ -227,6 +227,7 @@ def test_sweep_pods_run_k_at_a_time_and_each_point_is_a_handle(
                 assert lines == [f"lr={lr} seed={seed} id={app_id} r=0", f"done {lr}"]
                 described = runner.describe(h)
                 assert described is not None and f"lr={lr}" in " ".join(described.roles[0].args)
+                assert described.roles[0].env["TRAINLAUNCH_SEED"] == str(seed)
             with pytest.raises(UsageError, match="cannot stop one index"):
                 runner.cancel(handles[0])
             runner.cancel_many(handles)  # `stop SWEEP`: the one Job goes

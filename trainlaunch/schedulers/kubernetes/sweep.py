@@ -130,10 +130,17 @@ def combine(
         spec.pop(key, None)
     spec.update(completions=n, parallelism=min(max_parallel, n), backoffLimitPerIndex=retries)
     spec["podReplacementPolicy"] = "Failed"
-    points = [{"args": list(r.args), "env": dict(r.env)} for r in roles]
+    points = [_role_diff(roles[0], r) for r in roles]  # small: annotations hold 256 KiB in all
     job["metadata"]["annotations"][ANN_SWEEP_POINTS] = json.dumps(points, separators=(",", ":"))
     out = [job if d["kind"] == "Job" else d for d in per_point[0]]
     return out
+
+
+def _role_diff(template: Role, role: Role) -> dict[str, Any]:
+    """What point_role needs to rebuild role from template: its args, its env's differences."""
+    env = {k: v for k, v in role.env.items() if template.env.get(k) != v}
+    drop = sorted(k for k in template.env if k not in role.env)
+    return {"args": list(role.args), "env": env, **({"drop": drop} if drop else {})}
 
 
 def _shape(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -235,9 +242,10 @@ def point_role(job: Mapping[str, Any], template: Role, index: int) -> Role:
         point = json.loads(raw)[index] if raw else None
     except (ValueError, IndexError, TypeError):
         point = None
-    if not isinstance(point, dict):
+    if not isinstance(point, dict) or not isinstance(point.get("env"), dict):
         return template
-    return template.replace(args=tuple(point["args"]), env=dict(point["env"]))
+    env = {k: v for k, v in template.env.items() if k not in point.get("drop", ())}
+    return template.replace(args=tuple(point["args"]), env={**env, **point["env"]})
 
 
 def is_sweep_job(job: Mapping[str, Any]) -> bool:
