@@ -235,3 +235,31 @@ def test_sweep_pods_run_k_at_a_time_and_each_point_is_a_handle(
             assert states() == [AppState.SUCCEEDED] * 4  # finished points keep their state
     finally:
         kubelet.stop()
+
+
+def test_each_index_runs_its_own_argv_exactly_through_kubelet_and_sh(
+    kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Values with quotes, ``$(...)``, ``$$`` and spaces reach the program as written."""
+    from k8s_kubelet import expand
+
+    monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "tlhome"))
+    values = ["it's", "$(HOME) $$x", "a  b"]
+    points = sweeps.expand([sweeps.Param("x", values=tuple(values))], (7,))
+    cfg = {"kubeconfig": str(kubeconfig), "namespace": "team", "server_version": "1.33"}
+    with get_runner("s") as runner:
+        plan = sweep_runs.plan_sweep(
+            runner, "utils.echo", ["--image", "busybox", "--msg", "<{x}>"], points,
+            "kubernetes", cfg, RankSettings(), max_parallel=1,
+        )  # fmt: skip
+    assert plan.array is not None
+    container = _job(list(plan.array.request.resources))["spec"]["template"]["spec"]
+    container = container["containers"][0]
+    for index, value in enumerate(values):
+        env: dict[str, str] = {"HOME": "/should-not-expand"}
+        for var in container["env"]:
+            value_from = "valueFrom" in var
+            env[var["name"]] = str(index) if value_from else expand(var["value"], env)
+        argv = [expand(a, env) for a in container["command"] + container["args"]]
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+        assert out.stdout == f"<{value}>\n"

@@ -5,7 +5,7 @@ in the cluster: at most K pods of the Job exist at once and the next index start
 ends. Each point must be a single pod (one role, one replica); the points' manifests are
 rendered as usual under one shared name, and must then differ only in the container's
 command, args and env. The pod picks its point with a ``/bin/sh`` ``case`` on
-``JOB_COMPLETION_INDEX`` (exports the point's own env, then ``exec``\\ s its argv).
+``JOB_COMPLETION_INDEX`` (exports the point's own env, sets its own words, then ``exec``).
 ``backoffLimitPerIndex`` keeps one point's failure from touching the others (so 1.29+).
 Point i of app ``ns:name`` is the app id ``ns:name:i``; its state is its index's
 (``status.completedIndexes``/``failedIndexes``, else the pod of index i). See docs/kubernetes.md.
@@ -172,19 +172,25 @@ def _difference(a: Any, b: Any, path: str = "") -> str | None:
 def _script(
     containers: Sequence[Mapping[str, Any]], envs: Sequence[Mapping[str, Any]], common: set[str]
 ) -> str:
-    """``case $JOB_COMPLETION_INDEX``: per point, export its own env and exec its argv.
+    """``case $JOB_COMPLETION_INDEX``: per point, export its own env and set its own words;
+    then exec the words all points share followed by the point's (``"$@"``).
 
     Every word is single-quoted for sh; the texts stay kubelet-escaped (``$$``, ``$(VAR)``),
     since the kubelet expands the script like any command before sh reads it.
     """
+    argvs = [[*c.get("command", []), *c.get("args", [])] for c in containers]
+    shared = 0
+    while all(len(a) > shared and a[shared] == argvs[0][shared] for a in argvs):
+        shared += 1
     lines = [f'case "${INDEX_ENV}" in']
-    for i, (c, env) in enumerate(zip(containers, envs, strict=True)):
+    for i, (argv, env) in enumerate(zip(argvs, envs, strict=True)):
         own = [e for name, e in env.items() if name not in common]
         exports = " ".join(f"{e['name']}={shlex.quote(e.get('value', ''))}" for e in own)
-        argv = " ".join(shlex.quote(w) for w in [*c.get("command", []), *c.get("args", [])])
-        lines.append(f"{i}) " + (f"export {exports}; " if exports else "") + f"exec {argv} ;;")
+        words = " ".join(shlex.quote(w) for w in argv[shared:])
+        lines.append(f"{i}) " + (f"export {exports}; " if exports else "") + f"set -- {words} ;;")
     lines.append(f'*) echo "trainlaunch: no sweep point ${INDEX_ENV}" >&2; exit 2 ;;')
     lines.append("esac")
+    lines.append("exec " + " ".join(shlex.quote(w) for w in argvs[0][:shared]) + ' "$@"')
     return "\n".join(lines)
 
 
