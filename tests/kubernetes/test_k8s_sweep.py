@@ -83,6 +83,8 @@ def test_max_parallel_is_one_indexed_job_valid_against_the_schemas(
     spec = _job(docs)["spec"]
     assert (spec["completions"], spec["parallelism"], spec["backoffLimitPerIndex"]) == (4, 2, 0)
     assert "maxFailedIndexes" not in spec and "backoffLimit" not in spec  # no point ends another
+    actions = [r["action"] for r in spec["podFailurePolicy"]["rules"]]
+    assert "FailJob" not in actions and "FailIndex" in actions  # requeues exhausted: that point
     container = spec["template"]["spec"]["containers"][0]
     env = container["env"]
     assert env[0] == {

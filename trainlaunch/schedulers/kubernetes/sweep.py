@@ -50,7 +50,7 @@ def why_not(roles: Sequence[Sequence[Role]], opts: RenderOptions) -> str:
                 "controller such as Kueue). Drop --max-parallel to run one Job per point, all "
                 "at once, or make each point one pod (e.g. --nnodes 1)"
             )
-    if opts.server_version < PER_INDEX_VERSION:
+    if not opts.per_index:
         v = ".".join(map(str, PER_INDEX_VERSION))
         return (
             f"the points' Indexed Job needs backoffLimitPerIndex (Kubernetes >= {v}) so that "
@@ -130,6 +130,9 @@ def combine(
         spec.pop(key, None)
     spec.update(completions=n, parallelism=min(max_parallel, n), backoffLimitPerIndex=retries)
     spec["podReplacementPolicy"] = "Failed"
+    for rule in spec["podFailurePolicy"]["rules"]:  # requeues exhausted: that point ends, alone
+        if rule["action"] == "FailJob":
+            rule["action"] = "FailIndex"
     points = [_role_diff(roles[0], r) for r in roles]  # small: annotations hold 256 KiB in all
     job["metadata"]["annotations"][ANN_SWEEP_POINTS] = json.dumps(points, separators=(",", ":"))
     out = [job if d["kind"] == "Job" else d for d in per_point[0]]
