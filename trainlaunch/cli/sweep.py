@@ -27,7 +27,8 @@ from trainlaunch.errors import UsageError
     type=int,
     default=None,
     metavar="K",
-    help="At most K apps run at once (local; slurm: a job array's %K); the rest wait as PENDING.",
+    help="At most K apps run at once (local; slurm: a job array's %K; kubernetes: one Indexed "
+    "Job's parallelism); the rest wait as PENDING.",
 )
 @click.option("-s", "--scheduler", default=None, help="Backend: local (default), slurm, ...")
 @click.option("--cfg", "cfgs", multiple=True, metavar="K=V,...", help="Scheduler options.")
@@ -78,7 +79,7 @@ def command(
                 + (
                     f"the sweep cannot be one job array: {plan.array_note}"
                     if plan.array_note
-                    else "enforced on the local backend and slurm job arrays only"
+                    else "enforced on local, slurm (job arrays) and kubernetes only"
                 ),
                 hint="drop --max-parallel (one job per point) or sweep what keeps the "
                 "resources equal; docs/sweeps.md",
