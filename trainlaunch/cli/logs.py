@@ -190,7 +190,8 @@ def follow_sweep(
             sources.append((handle, role, replica))
             labels[sources[-1]] = f"[{label}] {role}/{replica}"
     prefix = _prefixer(sources, labels, output.stdout_is_tty() and not as_json, raw)
-    point = {s: dict(points).get(s[0], "") for s in sources}
+    by_handle = dict(points)
+    point = {s: by_handle[s[0]] for s in sources}
     _print(runner, sources, prefix, True, regex, since, until, streams, as_json, point)
 
 
