@@ -134,3 +134,45 @@ def test_killed_supervisor_frees_its_slot(cli: CLI) -> None:
         # the kernel drops the killed supervisor's slot lock: the queued point starts
         wait_until(lambda: runner.status(second).state.name == "RUNNING", timeout=60)
     cli("stop", handle, check=True)
+
+
+WAIT_FOR_FLAG = """\
+import pathlib, sys, time
+print("code {version} point", sys.argv[1], flush=True)
+flag = pathlib.Path(sys.argv[2])
+while not flag.exists():  # the test edits this script, then creates the flag
+    time.sleep(0.02)
+"""
+
+
+@pytest.mark.parametrize("flag,expected", [((), "A"), (("--no-snapshot",), "B")])
+def test_a_queued_point_runs_the_code_of_the_submission(
+    cli: CLI, tmp_path: Path, flag: tuple[str, ...], expected: str
+) -> None:
+    """Issue 16: with --max-parallel, local points wait; by default they run a snapshot."""
+    work = tmp_path / "proj"
+    work.mkdir()
+    script = work / "train.py"
+    script.write_text(WAIT_FOR_FLAG.format(version="A"))
+    release = tmp_path / "release"
+    out = cli(
+        "sweep", "--param", "x=1,2", "--max-parallel", "1", *flag,
+        "utils.python", "train.py", "{x}", str(release), cwd=work, check=True,
+    )  # fmt: skip
+    handle = out.stdout.strip()
+    handles = [p["handle"] for p in _points(cli, handle.rsplit(":", 1)[1])]
+
+    def started() -> list[str]:  # the point that took the slot (not always point 1) has printed
+        return [h for h in handles if "point" in cli("logs", h).stdout]
+
+    first = wait_until(started, timeout=60)[0]
+    second = next(h for h in handles if h != first)
+    with get_runner(environ=cli.env) as runner:
+        assert runner.status(second).state.name in ("SUBMITTED", "PENDING")
+    script.write_text(WAIT_FOR_FLAG.format(version="B"))  # an edit while the point waits
+    release.touch()
+    assert cli("wait", handle).returncode == 0
+    assert "code A point" in cli("logs", first, check=True).stdout
+    assert f"code {expected} point" in cli("logs", second, check=True).stdout
+    described = cli("describe", second, check=True).stdout
+    assert ("snapshot:" in described) == (expected == "A"), described

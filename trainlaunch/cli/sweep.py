@@ -32,6 +32,12 @@ from trainlaunch.errors import UsageError
 )
 @click.option("-s", "--scheduler", default=None, help="Backend: local (default), slurm, ...")
 @click.option("--cfg", "cfgs", multiple=True, metavar="K=V,...", help="Scheduler options.")
+@click.option(
+    "--snapshot/--no-snapshot",
+    default=None,
+    help="Copy the code into each point's directory and run it from there (default: on for "
+    "slurm, and on local with --max-parallel, whose points may start later; docs/sweeps.md).",
+)
 @click.option("--dryrun", is_flag=True, help="List the points and what each would submit.")
 @output.json_option
 @click.argument("component")
@@ -43,6 +49,7 @@ def command(
     max_parallel: int | None,
     scheduler: str | None,
     cfgs: tuple[str, ...],
+    snapshot: bool | None,
     dryrun: bool,
     as_json: bool,
     component: str,
@@ -68,8 +75,17 @@ def command(
         base = config.scheduler_cfg(sched)
         cfg: dict[str, Any] = dict(opts.resolve(base, sched)) if base else {}
         cfg = {k: v for k, v in cfg.items() if v is not None}
+        explicit = "snapshot" in (base or {})
         for text in cfgs:
-            cfg.update(opts.cfg_from_str(text, sched))
+            given = opts.cfg_from_str(text, sched)
+            explicit = explicit or "snapshot" in given
+            cfg.update(given)
+        if snapshot is not None:
+            if "snapshot" not in opts:
+                raise UsageError(f"the {sched} backend does not take code snapshots")
+            cfg["snapshot"] = "on" if snapshot else "off"
+        elif sched == "local" and max_parallel is not None and not explicit:
+            cfg["snapshot"] = "on"  # queued points must run the code of the submission
         plan = sweep_runs.plan_sweep(
             runner, component, args, points, sched, cfg, rank_settings, max_parallel
         )
