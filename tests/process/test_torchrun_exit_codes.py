@@ -34,6 +34,7 @@ CASES: list[tuple[list[str], dict[str, str], int]] = [
     (["ok.py"], {"PET_MAX_RESTARTS": "x"}, 2),  # argparse converts PET_* defaults too
     (["--nproc-per-node", "unknown", "ok.py"], {}, 1),
     (["--nproc-per-node", "0", "ok.py"], {}, 1),
+    (["--nproc-per-node", "gpu", "ok.py"], {"CUDA_VISIBLE_DEVICES": ""}, 1),  # no GPU visible
     (["--nnodes", "2:20:30", "ok.py"], {}, 1),
     (["--nnodes", "x", "ok.py"], {}, 1),
     (["--nnodes", "2:1", "ok.py"], {}, 1),
