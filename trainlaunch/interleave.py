@@ -5,7 +5,8 @@ of each stream to its own file (``stdout.log``, ``stderr.log``: exact) and whole
 to ``combined.log`` in the order they arrive, so ``logs`` shows a failing rank's warnings
 between the prints that surrounded them. Lines are held until complete (``python -u`` writes
 a line's text and its newline separately), so the other stream never cuts a line in two.
-Torch-free and stdlib-only: the supervisor and the agent both use it.
+Torch-free and stdlib-only: the local supervisor, the node agent and the Slurm replica
+runner (schedulers/slurm/replica.py) all use it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import errno
 import os
 
 COMBINED_FILE = "combined.log"
+STREAM_FILES = ("stdout.log", "stderr.log")
 MAX_PENDING = 1 << 16  # a "line" longer than this goes out in pieces
 
 
@@ -38,6 +40,23 @@ def open_log(path: str, mode: int = 0o600, truncate: bool = False) -> int:
     """An append-only log file descriptor (not inherited by children)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
     return os.open(path, flags | (os.O_TRUNC if truncate else 0), mode)
+
+
+def open_logs(directory: str) -> tuple[int, int, int]:
+    """A process's combined.log, stdout.log and stderr.log (0600, appended), in that order.
+
+    combined.log is created first: readers take its existence to mean "this replica has one".
+    """
+    fds: list[int] = []
+    try:
+        for name in (COMBINED_FILE, *STREAM_FILES):
+            fds.append(open_log(os.path.join(directory, name)))
+            os.fchmod(fds[-1], 0o600)
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds[0], fds[1], fds[2]
 
 
 class Combined:

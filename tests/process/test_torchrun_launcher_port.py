@@ -87,8 +87,13 @@ def assert_all_succeed(got: dict[str, Outcome], world: int) -> None:
 
 
 def assert_all_refuse(got: dict[str, Outcome]) -> None:
+    """Nothing ran; the drop-in exits as torchrun, `run dist.ddp` with its usage error (2)."""
     for k, o in got.items():
         assert o.code != 0 and not o.files, f"{k} exited {o.code}: {o.err}"
+    dropin = got["trainlaunch-torchrun"]
+    assert dropin.code == got["torchrun"].code, dropin.err
+    assert dropin.err.startswith("error: ") and "Traceback" not in dropin.err, dropin.err
+    assert got["run"].code == 2, got["run"].err
 
 
 pytestmark = pytest.mark.slow  # real torchrun imports torch per case: ~20 s each here

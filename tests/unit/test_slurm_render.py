@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from trainlaunch.specs import AppDef, Resource, Role
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"
 HOME = "/home/alice/.local/state/trainlaunch"
+NODE_PYTHON = "/usr/bin/python3"  # stands for sys.executable in the golden scripts
 TORTURE = (
     "two words",
     "it's",
@@ -150,6 +152,8 @@ CASES: dict[str, tuple[AppDef, dict]] = {
 def test_golden(case: str) -> None:
     app, cfg = CASES[case]
     text = str(scheduler().submit_dryrun(app, {"snapshot": "off", **cfg}))  # cwd-independent
+    # the replica runner's python (no node agent): the one running the tests, machine-specific
+    text = text.replace(shell_word(sys.executable), NODE_PYTHON)
     path = GOLDEN / f"{case}.sh"
     if os.environ.get("UPDATE_GOLDEN"):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -246,4 +250,4 @@ def test_shell_word(text: str, word: str) -> None:
 def test_reserved_words_and_assignments_are_never_bare_commands() -> None:
     for entrypoint in ("time", "if", "A=b"):
         script = str(scheduler().submit_dryrun(AppDef("x", [Role("r", entrypoint)]), {}))
-        assert f"\n'{entrypoint}'\n" in script
+        assert f"\ntrainlaunch_cmd=('{entrypoint}')\n" in script

@@ -148,6 +148,14 @@ class AgentArgs:
             raise AttributeError(name) from None
 
 
+class ValueRejected(UsageError):
+    """A value torchrun's argparse accepts and its own code then rejects.
+
+    Still a usage error (exit 2) everywhere but ``trainlaunch torchrun``, which exits 1 for
+    these as torchrun does (its exception ends it); argparse's own errors exit 2 in both.
+    """
+
+
 def comma_list(value: str) -> tuple[str, ...]:
     """torchrun's comma_separated_list: ``,,`` escapes a comma."""
     placeholder = "\0"
@@ -161,8 +169,8 @@ def convert(flag: Flag, raw: str) -> Any:
             return int(raw)
         if flag.kind == "float":
             return float(raw)
-        if flag.kind == "bool":  # torchrun's check_env: bool(int(PET_X))
-            return bool(int(raw))
+        if flag.kind == "bool":  # torchrun's check_env: bool(int(PET_X)), outside argparse
+            return _pet_bool(flag, raw)
         if flag.kind == "list":
             return comma_list(raw)
     except ValueError:
@@ -171,6 +179,13 @@ def convert(flag: Flag, raw: str) -> Any:
     if flag.choices and raw not in flag.choices:
         raise UsageError(f"{flag.flag} must be one of {', '.join(flag.choices)}, got {raw!r}")
     return raw
+
+
+def _pet_bool(flag: Flag, raw: str) -> bool:
+    try:
+        return bool(int(raw))
+    except ValueError:
+        raise ValueRejected(f"{flag.env_name} must be 0 or 1, got {raw!r}") from None
 
 
 def resolve(cli: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, Any], set[str]]:
@@ -234,13 +249,23 @@ class _Converter:
 def parse(
     argv: Sequence[str], environ: Mapping[str, str], prog: str = "python -m trainlaunch.agent"
 ) -> AgentArgs:
-    """Parse agent argv exactly as torchrun would; UsageError for what torchrun rejects."""
+    """Parse agent argv exactly as torchrun would; UsageError for what torchrun rejects.
+
+    argparse's errors (an unknown option, a missing or mistyped value, no script; a PET_*
+    value argparse converts) are plain UsageErrors; what torchrun rejects after parsing is a
+    ValueRejected (see there).
+    """
     ns = vars(parser(prog).parse_args(list(argv)))
     script = ns.pop("training_script")
     script_args = tuple(ns.pop("training_script_args", ()))
     values, given = resolve(ns, environ)
     args = AgentArgs(values, script, script_args, frozenset(given))
-    validate(args)
+    try:
+        validate(args)
+    except ValueRejected:
+        raise
+    except UsageError as e:
+        raise ValueRejected(e.message, e.hint) from None
     return args
 
 

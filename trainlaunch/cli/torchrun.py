@@ -5,7 +5,9 @@ torchrun's own grammar (errors in torchrun's words), become a ``dist.ddp`` app o
 backend, and the command streams the node's console as torchrun shows it (workers' stdout on
 stdout, stderr on stderr, ``--tee`` lines prefixed), stops the app on Ctrl-C or SIGTERM, and
 exits with the failing rank's exit code. The handle goes to stderr, so ``status``, ``logs``
-and ``metrics`` work afterwards.
+and ``metrics`` work afterwards. Bad arguments exit as torchrun's do: 2 for what its argparse
+refuses, 1 for anything refused after parsing (``--nnodes 2:20:30``, a script that does not
+exist: torchrun's code raises, or its launch fails), one line each.
 """
 
 from __future__ import annotations
@@ -18,8 +20,15 @@ from typing import Any
 import click
 
 from trainlaunch.cli import output
+from trainlaunch.errors import ExitCode, UsageError
 
 EXIT_ONE = "--torchrun-exit-codes"  # trainlaunch's own, before torchrun's arguments
+
+
+class Rejected(UsageError):
+    """A value torchrun's code rejects after parsing: a usage error, with torchrun's exit 1."""
+
+    exit_code = ExitCode.APP_FAILED  # 1, torchrun's: its exception ends it (argparse: 2)
 
 
 def ddp_arguments(args: Any) -> dict[str, Any]:
@@ -98,9 +107,15 @@ def command(argv: tuple[str, ...]) -> None:
     exit_one = False
     while rest[:1] == [EXIT_ONE]:
         exit_one, rest = True, rest[1:]
-    args = flags.parse(rest, os.environ, prog="torchrun")
+    try:
+        args = flags.parse(rest, os.environ, prog="torchrun")
+    except flags.ValueRejected as e:  # argparse's own errors (UsageError) stay exit 2
+        raise Rejected(e.message, e.hint) from None
     with get_runner() as runner:
-        handle = runner.run_component("dist.ddp", ddp_arguments(args), "local")
+        try:
+            handle = runner.run_component("dist.ddp", ddp_arguments(args), "local")
+        except UsageError as e:  # e.g. no such script: torchrun's launch fails, exit 1
+            raise Rejected(e.message, e.hint) from None
         output.narrate(f"trainlaunch: {handle}")
         app = runner.describe(handle)
         role = app.roles[0].name if app is not None else "default"

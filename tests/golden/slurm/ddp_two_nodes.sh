@@ -42,7 +42,6 @@ export TRAINLAUNCH_METRICS_PATH=/home/alice/.local/state/trainlaunch/slurm/jobs/
 trap '' USR1  # the --signal warning: ignored unless the app handles it
 trap : TERM  # outlive SIGTERM to record the exit code; the app still gets it
 mkdir -p -- "$trainlaunch_dir" || exit 1
-exec >>"$trainlaunch_dir/stdout.log" 2>>"$trainlaunch_dir/stderr.log"
 trainlaunch_status() {
     printf 'restart=%s host=%s start=%s%s\n' "$TRAINLAUNCH_RESTART_COUNT" "$SLURMD_NODENAME" "$trainlaunch_start" "$1" >"$trainlaunch_dir/replica.status.tmp" &&
         mv -f "$trainlaunch_dir/replica.status.tmp" "$trainlaunch_dir/replica.status"
@@ -50,7 +49,13 @@ trainlaunch_status() {
 trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"
 trainlaunch_status ''
 umask "${TRAINLAUNCH_USER_UMASK:-077}"  # files of the app itself: the user umask
-python3 -m trainlaunch.agent --nnodes 2 --nproc-per-node 2 train.py --lr 0.1
+trainlaunch_cmd=(python3 -m trainlaunch.agent --nnodes 2 --nproc-per-node 2 train.py --lr 0.1)
+trainlaunch_python=/usr/bin/python3
+if command -v "$trainlaunch_python" >/dev/null; then  # both streams in arrival order
+    "$trainlaunch_python" -m trainlaunch.schedulers.slurm.replica "$trainlaunch_dir" "${trainlaunch_cmd[@]}"
+else  # no such python on this node: stdout.log and stderr.log only
+    "${trainlaunch_cmd[@]}" >>"$trainlaunch_dir/stdout.log" 2>>"$trainlaunch_dir/stderr.log"
+fi
 trainlaunch_rc=$?
 umask 077
 trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"

@@ -30,7 +30,7 @@ from typing import Any
 
 from trainlaunch import settings, store
 from trainlaunch.errors import StoreError
-from trainlaunch.interleave import COMBINED_FILE, Combined, Pump, open_log, write_all
+from trainlaunch.interleave import Combined, Pump, open_logs, write_all
 from trainlaunch.procs import keep_files_private, killpg
 from trainlaunch.schedulers.local import slots
 from trainlaunch.schedulers.local.watchdog import Watchdog
@@ -212,23 +212,16 @@ class Supervisor:
         env.setdefault(settings.REPLICA_LOG_DIR, str(rep.log_dir))
         env[settings.RESTART_COUNT] = str(rep.restarts)
         self.drain(rep)  # a restart: the previous run's last lines first
-        fds: list[int] = []
         try:
             rep.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             _remove(rep.log_dir / "error.json")  # a stale reply file must not explain a new failure
-            # combined.log first: readers take its existence to mean "this replica has one"
-            for name in (COMBINED_FILE, "stdout.log", "stderr.log"):
-                fds.append(open_log(str(rep.log_dir / name)))
-                os.fchmod(fds[-1], 0o600)
+            combined, out, err = open_logs(str(rep.log_dir))
         except OSError as e:  # e.g. a full disk: this replica fails, the supervisor goes on
-            for fd in fds:
-                os.close(fd)
             rep.state, rep.ended, rep.started = "FAILED", time.time(), time.time()
             rep.exit_code = 1
             rep.message = f"cannot create the log files of {rep.key}: {e.strerror or e}"
             self.exec_failed.append(rep)
             return
-        combined, out, err = fds
         rep.combined = Combined(combined)
         rep.stderr_offset = os.fstat(err).st_size
         rep.sample_timeline()

@@ -555,16 +555,16 @@ class SlurmScheduler(Scheduler):
     def log_files(
         self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
     ) -> builtins.list[Path] | None:
-        """Replica k's stdout/stderr files in the job dir (stdout first for combined)."""
+        """Replica k's log files in the job dir: combined.log, or stdout.log/stderr.log.
+
+        A job submitted before the replica runner wrote combined.log has none: its replicas
+        are read stdout first, then stderr (logfiles.stream_files).
+        """
         rec = self._known(app_id)
         if k not in self.log_replicas(app_id, role_name):
             raise AppNotFound(f"slurm job {app_id} role {role_name!r} has no replica {k}")
-        # no combined.log on Slurm yet: the replica's shell writes its two files itself
         return replica_files(
-            Path(rec["job_dir"]),
-            [role_name, str(k)],
-            Stream(streams or Stream.COMBINED).value,
-            combined=False,
+            Path(rec["job_dir"]), [role_name, str(k)], Stream(streams or Stream.COMBINED).value
         )
 
     def log_iter(

@@ -4,8 +4,9 @@ One batch script per app (several apps with the same resource request can also b
 array: :func:`render_array`, docs/slurm.md "Job arrays"). One role is a plain job; several roles are one heterogeneous job,
 one component per role (a hetjob needs at least one node per component). Each role runs
 as one ``srun`` step with one task per replica; the task runs the role's *replica script*,
-kept verbatim in a quoted here-document, which sets the replica's identity, redirects its
-output into the job directory and records its exit code. Every argument and environment
+kept verbatim in a quoted here-document, which sets the replica's identity, runs the command
+under the replica runner (replica.py: stdout.log, stderr.log and combined.log in the job
+directory, as on the local backend) and records its exit code. Every argument and environment
 value is quoted for the shell; the macros ``${app_id}`` and ``${replica_id}`` become
 ``"$SLURM_JOB_ID"`` and ``"$SLURM_PROCID"``, expanded on the node. docs/slurm.md shows a
 rendered script.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -29,6 +31,7 @@ BATCH_LOG = "batch.log"  # the batch script's own output, in the job dir
 RESULT_FILE = "result"  # "restart=N exit=RC end=T", written when the batch script ends
 STATUS_FILE = "replica.status"  # per replica: "restart=N host=H start=T[ exit=RC end=T]"
 DEFAULT_MAX_REQUEUES = 3
+RUNNER = "trainlaunch.schedulers.slurm.replica"  # runs each replica's command (replica.py)
 RDZV_PORT_BASE, RDZV_PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768+)
 MAX_SCRIPT_BYTES = 4 * 1024 * 1024  # Slurm's default max_script_size (SchedulerParameters)
 
@@ -149,6 +152,15 @@ def max_requeues(cfg: Mapping[str, CfgVal]) -> int:
     """The max_requeues option (0 when unset)."""
     n = cfg.get("max_requeues")
     return n if isinstance(n, int) and not isinstance(n, bool) else 0
+
+
+def node_python(app: AppDef) -> str:
+    """The python that runs trainlaunch's own code on the nodes (replica runner, watchdog).
+
+    The node agents' interpreter when the app has any (it has trainlaunch), else the one
+    running trainlaunch now: the nodes share its file system.
+    """
+    return next((r.entrypoint for r in app.roles if r.node_agent), sys.executable)
 
 
 def default_job_dir(home: Path) -> str:
@@ -397,7 +409,7 @@ def _watchdog_lines(app: AppDef, cfg: Mapping[str, CfgVal]) -> list[str]:
             "hang_timeout on slurm needs a dist.ddp role (its node agents record the ranks)"
         )
     retries = max(r.max_retries for r in app.roles)
-    python = shell_word(agents[0].entrypoint)
+    python = shell_word(node_python(app))
     return [
         "",
         f"# Hang watchdog (hang_timeout={timeout}, on_hang={on_hang}): ends with this script.",
@@ -471,7 +483,7 @@ def _role_step(
     runtime: Mapping[str, str] = _RUNTIME,
 ) -> list[str]:
     """The replica script of one role (a quoted here-document) and its srun step."""
-    body = replica_script(role, session, job_dir_word, cfg, runtime)
+    body = replica_script(role, session, job_dir_word, cfg, node_python(app), runtime)
     var = f"trainlaunch_role_{index}"
     end = f"EOF_ROLE_{index}"
     while end in body.split("\n"):  # an argument line that equals the terminator
@@ -504,9 +516,13 @@ def replica_script(
     session: str,
     job_dir_word: str,
     cfg: Mapping[str, CfgVal],
+    python: str,
     runtime: Mapping[str, str] = _RUNTIME,
 ) -> str:
-    """What every task of role runs on its node (expanded there, not in the batch script)."""
+    """What every task of role runs on its node (expanded there, not in the batch script).
+
+    python runs the replica runner; a node without it writes stdout.log and stderr.log only.
+    """
     r = _substitute(role)
     identity = {
         settings.APP_ID: _APP_ID,
@@ -535,8 +551,6 @@ def replica_script(
     lines += [
         "trap : TERM  # outlive SIGTERM to record the exit code; the app still gets it",
         'mkdir -p -- "$trainlaunch_dir" || exit 1',
-        f'exec >>"$trainlaunch_dir/{STREAM_FILES["stdout"]}" '
-        f'2>>"$trainlaunch_dir/{STREAM_FILES["stderr"]}"',
         "trainlaunch_status() {",
         f"    printf 'restart=%s host=%s start=%s%s\\n' \"${settings.RESTART_COUNT}\" "
         f'"$SLURMD_NODENAME" "$trainlaunch_start" "$1" >"$trainlaunch_dir/{STATUS_FILE}.tmp" &&',
@@ -545,7 +559,19 @@ def replica_script(
         'trainlaunch_start="${EPOCHREALTIME:-$(date +%s)}"',
         "trainlaunch_status ''",
         f'umask "${{{settings.USER_UMASK}:-077}}"  # files of the app itself: the user umask',
-        " ".join([_command_word(r.entrypoint, runtime), *(shell_word(a, runtime) for a in r.args)]),
+        "trainlaunch_cmd=("
+        + " ".join(
+            [_command_word(r.entrypoint, runtime), *(shell_word(a, runtime) for a in r.args)]
+        )
+        + ")",
+        f"trainlaunch_python={shell_word(python)}",
+        'if command -v "$trainlaunch_python" >/dev/null; then  # both streams in arrival order',
+        f'    "$trainlaunch_python" -m {RUNNER} "$trainlaunch_dir" "${{trainlaunch_cmd[@]}}"',
+        "else  # no such python on this node: stdout.log and stderr.log only",
+        '    "${trainlaunch_cmd[@]}" '
+        f'>>"$trainlaunch_dir/{STREAM_FILES["stdout"]}" '
+        f'2>>"$trainlaunch_dir/{STREAM_FILES["stderr"]}"',
+        "fi",
         "trainlaunch_rc=$?",
         "umask 077",
         'trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"',

@@ -28,7 +28,7 @@ from trainlaunch.schedulers.progress import (
     shell_code,
     stall_message,
 )
-from trainlaunch.schedulers.slurm.render import STATUS_FILE
+from trainlaunch.schedulers.slurm.render import STATUS_FILE, node_python
 from trainlaunch.schedulers.slurm.status import read_kv
 from trainlaunch.specs import AppDef, AppState, AppStatus, macros
 from trainlaunch.stackdump import PYSPY_TIMEOUT_S, Target
@@ -106,14 +106,6 @@ def hang_view(
             )
             status = dataclasses.replace(status, msg=msg)
     return status, meta
-
-
-def node_python(app: AppDef) -> str:
-    """The interpreter the node agents run with (it has trainlaunch and py-spy)."""
-    for role in app.roles:
-        if role.node_agent:
-            return role.entrypoint
-    return "python3"
 
 
 def dump_job(
