@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -149,3 +150,12 @@ def processes_with_env(name: str, value: str) -> list[int]:
         if needle in env and pids_alive([int(entry)]):
             found.append(int(entry))
     return found
+
+
+# Tests send SIGINT and SIGHUP to the CLIs they start, as a terminal would. A runner started
+# as `nohup ... &` (or `cmd &` in a script) ignores both, and its children would inherit that
+# (the CLI keeps what it inherited as ignored, docs/cli.md): give them the terminal's defaults.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)

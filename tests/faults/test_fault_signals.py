@@ -218,3 +218,36 @@ def test_signal_the_moment_the_handle_is_printed_stops_the_app(
     assert broken == [], f"{len(broken)} of {tries} tries left the app running:\n" + "\n".join(
         broken
     )
+
+
+def _ignores(pid: int, sig: int) -> bool:
+    """True while the process ignores sig (SigIgn in /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(ln.split()[1], 16) for ln in f if ln.startswith("SigIgn:"))
+    return bool(mask & (1 << (sig - 1)))
+
+
+def _as_nohup() -> None:  # what `nohup trainlaunch run --wait ... &` gives the CLI
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_run_wait_under_nohup_survives_the_hangup(reaper: CLI) -> None:
+    """Hang-ups and Ctrl-C the CLI inherited as ignored stay ignored; SIGTERM still stops."""
+    cli = reaper
+    proc = cli.popen(
+        "run", "--wait", "--cfg", "grace_period=1", "utils.sh", "echo up; sleep 300",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_as_nohup,
+    )  # fmt: skip
+    handle = LineReader(proc.stdout).wait_for(
+        lambda ln: ln.startswith("local://"), what="the handle"
+    )
+    wait_catches(proc.pid, signal.SIGTERM)  # in its waiting loop
+    assert _ignores(proc.pid, signal.SIGHUP) and _ignores(proc.pid, signal.SIGINT)
+    proc.send_signal(signal.SIGHUP)  # discarded by the kernel: nothing to wait for
+    proc.send_signal(signal.SIGINT)
+    assert proc.poll() is None and cli.status(handle)["state"] == "RUNNING"
+
+    code, err, _ = _interrupted(proc, signal.SIGTERM, timeout=30)
+    assert code == 130 and f"stopping {handle}" in err, err
+    assert cli.status(handle)["state"] == "CANCELLED"

@@ -135,6 +135,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
     sys.exit(code)
 
 
+# What the CLI inherited as ignored (`nohup` ignores SIGHUP; `cmd &` in a script ignores
+# SIGINT) stays ignored: a user who asked to survive a hang-up must not have the app stopped.
+IGNORED_AT_START = frozenset(
+    s for s in (signal.SIGINT, signal.SIGHUP) if signal.getsignal(s) == signal.SIG_IGN
+)
+
+
 @contextlib.contextmanager
 def interrupts_held(deliver: bool = True) -> Iterator[None]:
     """SIGINT/SIGTERM/SIGHUP inside the block wait until it ends, then raise KeyboardInterrupt.
@@ -144,10 +151,10 @@ def interrupts_held(deliver: bool = True) -> Iterator[None]:
     stopping). Afterwards SIGTERM and SIGHUP raise too (see raise_on_sigterm).
     """
     held: list[int] = []
-    sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN (e.g. `nohup ... &`) stays ignored
-    signals = (signal.SIGTERM, signal.SIGHUP) + (
-        () if sigint == signal.SIG_IGN else (signal.SIGINT,)
-    )
+    sigint = signal.getsignal(signal.SIGINT)
+    signals = [s for s in (signal.SIGTERM, signal.SIGHUP) if s not in IGNORED_AT_START]
+    if sigint != signal.SIG_IGN:  # SIG_IGN (e.g. `nohup ... &`) stays ignored
+        signals.append(signal.SIGINT)
     for sig in signals:
         signal.signal(sig, lambda signum, _frame: held.append(signum))
     try:
@@ -166,4 +173,5 @@ def raise_on_sigterm() -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGHUP, handler)
+    if signal.SIGHUP not in IGNORED_AT_START:  # `nohup trainlaunch run --wait`: hang-ups ignored
+        signal.signal(signal.SIGHUP, handler)
