@@ -38,14 +38,12 @@ from trainlaunch.schedulers.api import (
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files
 from trainlaunch.schedulers.slurm import stacks as slurm_stacks
 from trainlaunch.schedulers.slurm import status as slurm_status
+from trainlaunch.schedulers.slurm.array import array_mismatch, array_too_big, render_array
 from trainlaunch.schedulers.slurm.attempts import with_history
 from trainlaunch.schedulers.slurm.render import (
     BACKEND,
     BATCH_LOG,
-    array_mismatch,
-    array_too_big,
     default_job_dir,
-    render_array,
     render_parts,
     slurm_runopts,
 )

@@ -1,7 +1,7 @@
 """Pure sbatch rendering for the Slurm backend: the option schema and one script per app.
 
 One batch script per app (several apps with the same resource request can also be one job
-array: :func:`render_array`, docs/slurm.md "Job arrays"). One role is a plain job; several roles are one heterogeneous job,
+array: slurm/array.py, docs/slurm.md "Job arrays"). One role is a plain job; several roles are one heterogeneous job,
 one component per role (a hetjob needs at least one node per component). Each role runs
 as one ``srun`` step with one task per replica; the task runs the role's *replica script*,
 kept verbatim in a quoted here-document, which sets the replica's identity, runs the command
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from trainlaunch import settings
@@ -33,7 +33,6 @@ STATUS_FILE = "replica.status"  # per replica: "restart=N host=H start=T[ exit=R
 DEFAULT_MAX_REQUEUES = 3
 RUNNER = "trainlaunch.schedulers.slurm.replica"  # runs each replica's command (replica.py)
 RDZV_PORT_BASE, RDZV_PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768+)
-MAX_SCRIPT_BYTES = 4 * 1024 * 1024  # Slurm's default max_script_size (SchedulerParameters)
 
 # Macros become placeholders first, then shell expansions inside the quoted words.
 _RUNTIME = {"\x01APP_ID\x01": '"$SLURM_JOB_ID"', "\x01REPLICA_ID\x01": '"$SLURM_PROCID"'}
@@ -338,61 +337,6 @@ def render_parts(
         'exit "$trainlaunch_rc"',
     ]
     return head, lines
-
-
-def array_mismatch(heads: Sequence[Sequence[str]]) -> str:
-    """Why these scripts cannot be one job array ('' if they can): they must ask for the
-    same resources (the same #SBATCH lines but the job name) and be plain jobs."""
-    if any("#SBATCH hetjob" in h for h in heads):
-        return "its apps have several roles (heterogeneous jobs cannot be job arrays)"
-
-    def request(head: Sequence[str]) -> list[str]:
-        return [ln for ln in head if ln.startswith("#SBATCH") and "--job-name=" not in ln]
-
-    first = request(heads[0]) if heads else []
-    for i, head in enumerate(heads[1:], 1):
-        if request(head) != first:
-            diff = next((ln for ln in request(head) if ln not in first), "")
-            return f"its points ask for different resources (point {i}: {diff[8:] or 'fewer'})"
-    return ""
-
-
-def array_too_big(script: str) -> str:
-    """Why sbatch would refuse the array script ('' if it would not): its size."""
-    size = len(script.encode("utf-8"))
-    if size <= MAX_SCRIPT_BYTES:
-        return ""
-    return (
-        f"the array script would be {size / 2**20:.1f} MiB, over Slurm's default "
-        f"max_script_size of {MAX_SCRIPT_BYTES // 2**20} MiB"
-    )
-
-
-def render_array(parts: Sequence[tuple[list[str], list[str]]], max_parallel: int | None) -> str:
-    """One job array: element i runs point i's body (parts from render_parts(array=True))."""
-    heads = [h for h, _ in parts]
-    why = array_mismatch(heads)
-    if why or not parts:
-        raise UsageError(f"cannot submit these apps as one Slurm job array: {why or 'no apps'}")
-    n = len(parts)
-    throttle = f"%{max_parallel}" if max_parallel else ""
-    lines = [
-        "#!/bin/bash",
-        f"# trainlaunch: {n} apps as one Slurm job array; element i runs app i "
-        "(app id ARRAYJOB_i, job dir per element)",
-        *[ln for ln in heads[0] if ln.startswith("#SBATCH")],
-        f"#SBATCH --array=0-{n - 1}{throttle}",
-    ]
-    for i, (head, body) in enumerate(parts):
-        lines += ["", head[1], f"trainlaunch_element_{i}() {{", *body, "}"]
-    lines += [
-        "",
-        'case "${SLURM_ARRAY_TASK_ID:-}" in',
-        *[f"    {i}) trainlaunch_element_{i} ;;" for i in range(n)],
-        '    *) echo "trainlaunch: no element ${SLURM_ARRAY_TASK_ID:-} in this array" >&2; exit 1 ;;',
-        "esac",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def _watchdog_lines(app: AppDef, cfg: Mapping[str, CfgVal]) -> list[str]:
