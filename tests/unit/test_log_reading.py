@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -40,3 +42,31 @@ def test_time_span_and_read_lines(tmp_path: Path) -> None:
     assert list(read_lines([log], None, [time_span(tl, "stdout", None, 11.0)])) == ["one"]
     assert list(read_lines([log], "^t", [(0, None)])) == ["two", "three"]
     assert time_span(tmp_path / "missing", "stdout", 1.0, 2.0) == (0, None)
+
+
+@pytest.mark.parametrize("mode", ["wb", "ab"])  # "ab": sendfile refuses O_APPEND, the loop copies
+@pytest.mark.parametrize("text", ["a\nbb\n\nccc\n", "no newline at end", "x\ny", ""])
+def test_copy_without_prefix_to_a_file_is_exact(tmp_path: Path, mode: str, text: str) -> None:
+    path, dest = tmp_path / "log", tmp_path / "out"
+    path.write_text(text)
+    dest.write_bytes(b"before\n")
+    with open(dest, mode) as out:
+        out.seek(0, io.SEEK_END)
+        copy_with_prefix(path, b"", out)
+    expected = "".join(f"{line}\n" for line in text.splitlines())
+    assert dest.read_text() == ("before\n" if mode == "ab" else "") + expected
+
+
+def test_copy_without_prefix_into_a_pipe(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    text = "".join(f"line {i}\n" for i in range(50_000)) + "last"  # more than a pipe holds
+    path.write_text(text)
+    r, w = os.pipe()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.extend(iter(lambda: os.read(r, 1 << 16), b"")))
+    reader.start()
+    with open(w, "wb") as out:
+        copy_with_prefix(path, b"", out)
+    reader.join(timeout=30)
+    os.close(r)
+    assert b"".join(got).decode() == text + "\n"

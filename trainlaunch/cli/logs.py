@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
+import os
 import queue
 import re
+import select
 import sys
 import threading
 from collections.abc import Iterator
@@ -121,27 +124,71 @@ def _lines(
             yield item
 
 
-def copy_with_prefix(path: Any, prefix: bytes, out: Any, chunk_size: int = 4 << 20) -> None:
-    """Copy a log file to out, prefixing every line, in large chunks (as fast as `cat`)."""
+CHUNK = 128 << 10  # read, prefix and write a chunk while it is still in the CPU's cache
+
+
+def copy_with_prefix(path: Any, prefix: bytes, out: Any, chunk_size: int = CHUNK) -> None:
+    """Copy a log file to out, prefixing every line, in chunks (no per-line Python work).
+
+    Without a prefix the kernel copies the file (sendfile) where out is a descriptor that
+    takes it. A last line without a newline gets one.
+    """
     try:
-        f = open(path, "rb")  # noqa: SIM115
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return
-    at_line_start = True
-    with f:
-        while chunk := f.read(chunk_size):
-            if prefix:
-                if at_line_start:
-                    out.write(prefix)
-                body = memoryview(chunk.replace(b"\n", b"\n" + prefix))
-                if chunk.endswith(b"\n"):
-                    body = body[: -len(prefix)]  # the next line's prefix comes with it
-            else:
-                body = memoryview(chunk)
-            at_line_start = chunk.endswith(b"\n")
+    try:
+        out.flush()
+        ended = None if prefix else _send_file(fd, out)
+        if ended is None:
+            ended = _copy_prefixed(fd, prefix, out, chunk_size)
+        if not ended:
+            out.write(b"\n")
+    finally:
+        os.close(fd)
+
+
+def _copy_prefixed(fd: int, prefix: bytes, out: Any, chunk_size: int) -> bool:
+    """Copy fd to out with prefix before every line; whether the last line was complete."""
+    at_line_start, newline = True, b"\n" + prefix
+    while chunk := os.read(fd, chunk_size):
+        if prefix:
+            if at_line_start:
+                out.write(prefix)
+            body = memoryview(chunk.replace(b"\n", newline))
+            if chunk.endswith(b"\n"):
+                body = body[: -len(prefix)]  # the next line's prefix comes with it
             out.write(body)
-    if not at_line_start:
-        out.write(b"\n")
+        else:
+            out.write(chunk)
+        at_line_start = chunk.endswith(b"\n")
+    return at_line_start
+
+
+def _send_file(fd: int, out: Any) -> bool | None:
+    """sendfile fd to out's descriptor: whether the file ended with a newline; None: cannot."""
+    try:
+        out_fd = out.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    offset = 0
+    while True:
+        try:
+            sent = os.sendfile(out_fd, fd, offset, 1 << 30)
+        except BlockingIOError:  # a non-blocking stdout (shared with a parent): wait for room
+            select.select([], [out_fd], [])
+            continue
+        except OSError as e:
+            if offset == 0 and e.errno in _NO_SENDFILE:
+                return None  # e.g. macOS sends only to sockets: the read/write loop does it
+            raise
+        if not sent:
+            break
+        offset += sent
+    return offset == 0 or os.pread(fd, 1, offset - 1) == b"\n"
+
+
+_NO_SENDFILE = {errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP}
 
 
 def stream_all(
