@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,8 +121,23 @@ def ensure_nemo_logger(cache: Path, python: Path, install: bool) -> tuple[Path |
     return target, ""
 
 
+def project_dependencies(repo: Path) -> list[str]:
+    """The names in pyproject.toml's [project] dependencies (what a user's install gets)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the project depends on tomli there
+        import tomli as tomllib
+    with open(repo / "pyproject.toml", "rb") as f:
+        deps = tomllib.load(f)["project"]["dependencies"]
+    return [re.match(r"[A-Za-z0-9_.-]+", d).group(0) for d in deps]  # type: ignore[union-attr]
+
+
 def _version_specs(*names: str) -> list[str]:
-    """name==version for each package this interpreter has (so both envs match ours)."""
+    """name==version for each package this interpreter has (so both envs match ours).
+
+    A dependency this interpreter lacks is left out: its environment marker excludes it here
+    (tomli on Python >= 3.11).
+    """
     out = []
     for name in names:
         try:
@@ -134,8 +150,8 @@ def _version_specs(*names: str) -> list[str]:
 def ensure_ours_venv(cache: Path, repo: Path, install: bool) -> tuple[Path | None, str]:
     """A clean venv with the working tree installed as a user gets it (a non-editable wheel).
 
-    Its dependencies (click, rich, torch 2.13.0, numpy, at this interpreter's versions) are
-    installed once; trainlaunch itself is reinstalled from a copy of the working tree on every
+    Its dependencies (every runtime dependency in pyproject.toml, e.g. orjson, plus numpy, at
+    this interpreter's versions, and torch 2.13.0) are installed once; trainlaunch itself is reinstalled from a copy of the working tree on every
     bench run, so the numbers are those of the current code, without the start-up cost that an
     editable install's import hook (or a machine's own .pth files) adds to every interpreter.
     """
@@ -145,7 +161,7 @@ def ensure_ours_venv(cache: Path, repo: Path, install: bool) -> tuple[Path | Non
         "setuptools>=68",
         "wheel",
         TORCH_SPEC,
-        *_version_specs("click", "rich", "numpy", "tomli"),
+        *_version_specs(*project_dependencies(repo), "numpy"),
     ]
     want = " ".join(specs) + "\n"
     stamp = root / ".bench-ready"

@@ -4,7 +4,8 @@ usage: metrics_worker.py CONFIG_JSON; prints one JSON object {variant: {"rate", 
 CONFIG: {"records": {kind: n}, "repeats": n, "tmp": dir, "nemo": path or null}.
 
 Variants (8 metrics per record, buffer 100, samples built before the timed loop so only the
-logger is timed; each timed run ends with close(), so every record reaches the file):
+logger is timed; each timed run ends with close(), so every record reaches the file; the
+loggers of one kind take turns, repeat by repeat, so load from elsewhere hits them alike):
   <logger>/<kind> for logger in ours, nemo, raw and kind in float, np64, np32, tensor;
   <logger>/float-build: MetricsSample(...) built inside the timed loop, as training code does;
   <logger>/float-fsync: the same with the fsync-per-buffer flag (flush=True);
@@ -143,31 +144,36 @@ def main() -> None:
     kinds = list(cfg["records"])
     for kind in kinds:
         n = int(cfg["records"][kind])
-        for name in ("ours", "nemo", "raw"):
-            key = f"{name}/{kind}"
+        names = [
+            name
+            for name in ("ours", "nemo", "raw")
+            if not (name == "raw" and kind == "float-flush100")
+        ]
+        for name in names:
             if name in errors:
-                out[key] = {"rate": None, "error": errors[name]}
-                continue
-            if name == "raw" and kind == "float-flush100":
-                continue
-            path = os.path.join(cfg["tmp"], f"{name}-{kind}.jsonl")
-            times = []
-            try:
-                for _ in range(int(cfg["repeats"])):
+                out[f"{name}/{kind}"] = {"rate": None, "error": errors[name]}
+        live = [name for name in names if name not in errors]
+        times: dict[str, list[float]] = {name: [] for name in live}
+        for _ in range(int(cfg["repeats"])):
+            for name in list(live):  # round-robin: load from elsewhere hits every logger alike
+                key = f"{name}/{kind}"
+                path = os.path.join(cfg["tmp"], f"{name}-{kind}.jsonl")
+                try:
                     if name == "raw":
-                        times.append(timed_raw(kind, n, path))
+                        times[name].append(timed_raw(kind, n, path))
                     else:
                         fsync = kind == "float-fsync"
-                        times.append(timed_logger(loggers[name], kind, n, path, fsync))
+                        times[name].append(timed_logger(loggers[name], kind, n, path, fsync))
                     if count_lines(path) != n:
                         raise RuntimeError(f"wrote {count_lines(path)} lines for {n} records")
-            except ImportError as e:
-                out[key] = {"rate": None, "error": f"{kind} needs {e.name}"}
-                continue
-            except Exception as e:  # noqa: BLE001 - a logger that fails on a kind is a result
-                out[key] = {"rate": None, "error": f"{type(e).__name__}: {str(e)[:80]}"}
-                continue
-            out[key] = {"rate": n / statistics.median(times), "error": None}
+                except ImportError as e:
+                    out[key] = {"rate": None, "error": f"{kind} needs {e.name}"}
+                    live.remove(name)
+                except Exception as e:  # noqa: BLE001 - a logger that fails on a kind is a result
+                    out[key] = {"rate": None, "error": f"{type(e).__name__}: {str(e)[:80]}"}
+                    live.remove(name)
+        for name in live:
+            out[f"{name}/{kind}"] = {"rate": n / statistics.median(times[name]), "error": None}
     print(json.dumps(out))
 
 

@@ -267,6 +267,43 @@ def test_threads_write_every_record_exactly_once(tmp_path: Path) -> None:
     assert len(set(ids)) == 40_000
 
 
+def _log_while_closing(path: Path) -> None:
+    logger = MetricLogger(path, buffer_size=5)
+    accepted: list[list[int]] = [[] for _ in range(4)]
+    start = threading.Barrier(5)
+
+    def worker(thread: int) -> None:
+        start.wait()
+        for i in range(3000):
+            try:
+                logger.log(MetricsSample(i, thread, {"id": thread * 3000 + i}))
+            except ValueError:
+                return  # closed: every later call would raise too
+            accepted[thread].append(thread * 3000 + i)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    logger.close()
+    for thread in threads:
+        thread.join()
+    ids = sorted(row["id"] for row in strict_lines(path))
+    assert ids == sorted(i for done in accepted for i in done)
+
+
+def test_close_racing_log_loses_no_accepted_record(tmp_path: Path) -> None:
+    # log() buffers without the lock: a close() in another thread must leave every record
+    # either written (log returned) or refused (log raised ValueError), never silently dropped
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for attempt in range(20):
+            _log_while_closing(tmp_path / f"m{attempt}.jsonl")
+    finally:
+        sys.setswitchinterval(interval)
+
+
 # --- tensors -------------------------------------------------------------------------------------
 def test_stack_and_move_converts_copies_and_keeps_dtypes() -> None:
     leaf = torch.tensor(2.0, requires_grad=True)

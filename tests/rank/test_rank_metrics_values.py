@@ -36,7 +36,8 @@ def read_back(path: Path) -> list[dict[str, Any]]:
         raise AssertionError(f"invalid JSON token {token}")
 
     text = path.read_text(encoding="utf-8")
-    return [json.loads(line, parse_constant=reject) for line in text.splitlines()]
+    # JSON Lines ends lines with "\n" only; str.splitlines() would also cut at U+0085 (NEL)
+    return [json.loads(line, parse_constant=reject) for line in text.split("\n")[:-1]]
 
 
 def same(a: Any, b: Any) -> bool:
@@ -51,6 +52,7 @@ def same(a: Any, b: Any) -> bool:
 @example(rows=[[0.1, 2, 3.5]] * 20, stamp="1,2", rank=None)  # a comma in a timestamp
 @example(rows=[[1e-05, -0.0, 2**70]] * 20, stamp="t", rank=3)  # an int beyond orjson
 @example(rows=[[1e16, 5e-324, 2**64 - 1]] * 20, stamp='q"', rank=0)
+@example(rows=[[0.0, 0.0, 0.0]], stamp="\x85\u2028n", rank=None)  # not line ends in JSON Lines
 @given(
     rows=st.lists(st.lists(NUMBERS, min_size=3, max_size=3), min_size=1, max_size=40),
     stamp=STAMPS,

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - a dependency; without it the stdlib pa
 
 Entry = Any  # one of the three kinds above
 _UNSAFE_IN_STRING = re.compile(r'["\\\x00-\x1f]')  # what a JSON string cannot hold unescaped
-_UNSAFE_IN_RUN = re.compile(r'[,"\\\x00-\x1f]')  # and a comma: the orjson text is split on ","
+_ONLY_TUPLES = {tuple}
 _schema_id_of = operator.itemgetter(-1)
 _stamp_of = operator.itemgetter(2)
 _values_of = operator.itemgetter(slice(3, -1))
@@ -62,11 +62,11 @@ def render(
     A record that cannot be written is left out and its error returned, so that one bad value
     costs one record and one exception, never the rest of the buffer.
     """
-    deferred = [e for e in entries if type(e) is Deferred]
-    if deferred:
-        _fill_device_values(deferred)
-    if set(map(type, entries)) == {tuple} and len(set(map(_schema_id_of, entries))) == 1:
+    kinds = set(map(type, entries))
+    if kinds == _ONLY_TUPLES and len(set(map(_schema_id_of, entries))) == 1:
         return _render_run(schemas[entries[0][-1]], entries)  # the usual buffer: one schema
+    if Deferred in kinds:
+        _fill_device_values([e for e in entries if type(e) is Deferred])
     out: list[str] = []
     first_error: Exception | None = None
     for schema_id, group in itertools.groupby(entries, _run_key):
@@ -80,15 +80,15 @@ def render(
 
 
 def _render_run(schema: _encode.Schema, run: Sequence[Entry]) -> tuple[str, Exception | None]:
+    if _orjson is not None:
+        text = _render_run_orjson(schema, run)
+        if text is not None:
+            return text, None
     try:
         total = sum(itertools.chain.from_iterable(map(_values_of, run)))
         usable = total - total == 0  # NaN or +-Inf anywhere makes this NaN
     except (OverflowError, TypeError):  # an int too large for a float; a str value
         usable = False
-    if usable and _orjson is not None:
-        text = _render_run_orjson(schema, run)
-        if text is not None:
-            return text, None
     if usable and not _UNSAFE_IN_STRING.search("".join(map(_stamp_of, run))):
         try:
             return (schema.template * len(run)) % tuple(itertools.chain.from_iterable(run)), None
@@ -105,21 +105,29 @@ def _render_run(schema: _encode.Schema, run: Sequence[Entry]) -> tuple[str, Exce
 
 
 def _render_run_orjson(schema: _encode.Schema, run: Sequence[Entry]) -> str | None:
-    """A run of finite-number records through orjson: one C call formats every field.
+    """A run of fast-path records through orjson: one C call formats every field.
 
-    The whole run is serialised as one flat JSON array, split on commas (numbers, schema ids
-    and the checked timestamps hold none) and poured into the schema's text template. orjson
-    writes the shortest round-trip form of each float, as ``repr`` does, only spelled
-    differently at times (``0.00001`` for ``1e-05``: the same number). None when the run needs
-    the stdlib path (an int beyond 64 bits, a comma or an escape in a timestamp).
+    The whole run is serialised as one flat JSON array, split on commas and poured into the
+    schema's text template. orjson writes the shortest round-trip form of each float, as
+    ``repr`` does, only spelled differently at times (``0.00001`` for ``1e-05``: the same
+    number), and escapes the timestamps itself. None sends the run to the stdlib path, which
+    writes non-finite values as strings and ints beyond 64 bits:
+
+    * orjson writes NaN and +-Infinity as ``null``: an ``n`` in the text (numbers have none,
+      default timestamps neither; a timestamp with one only costs the slower path);
+    * a comma inside a timestamp makes more pieces than fields;
+    * an int beyond 64 bits, or a lone surrogate in a timestamp, raises.
     """
-    if _UNSAFE_IN_RUN.search("".join(map(_stamp_of, run))):
-        return None
     try:
         flat = _orjson.dumps(list(itertools.chain.from_iterable(run)))
     except _orjson.JSONEncodeError:
         return None
-    return ((schema.text_template * len(run)) % tuple(flat[1:-1].split(b","))).decode()
+    if b"n" in flat:
+        return None
+    fields = flat[1:-1].split(b",")
+    if len(fields) != len(run) * len(run[0]):
+        return None
+    return ((schema.text_template * len(run)) % tuple(fields)).decode()
 
 
 def _fill_device_values(deferred: list[Deferred]) -> None:

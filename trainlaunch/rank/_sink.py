@@ -49,7 +49,9 @@ class Sink:
     def drain_locked(self, fsync: bool = False) -> None:
         """Write the buffer out (caller holds the lock); the buffer is empty afterwards."""
         batch = self.entries[:]
-        self.entries.clear()  # cleared before writing: a failing write must not repeat lines
+        # Removed before writing (a failing write must not repeat lines), and only what was
+        # taken: log() appends without the lock, so a record may have arrived since the copy.
+        del self.entries[: len(batch)]
         if self.pid != os.getpid():
             return  # a forked child must not write its copy of the parent's buffer
         error = None
