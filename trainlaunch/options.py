@@ -9,7 +9,6 @@ separators inside a value.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -94,6 +93,8 @@ class runopts:  # noqa: N801
 
     def _unknown(self, key: str, where: str) -> str:
         valid = ", ".join(sorted(self._opts)) or "(none)"
+        import difflib  # only on a usage error
+
         close = difflib.get_close_matches(key, self._opts, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return f"unknown option {key!r}{where}{hint}; valid options: {valid}"

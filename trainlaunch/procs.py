@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 
 
 def killpg(pgid: int, sig: int) -> None:
@@ -23,6 +22,8 @@ def reserve_port(host: str = "127.0.0.1") -> int:
     Rank 0's TCPStore binds it with SO_REUSEADDR, which TIME_WAIT allows; meanwhile the
     kernel does not hand it out for ``bind(0)``, so concurrent jobs never collide.
     """
+    import socket  # here, not at the top: status, list and logs never open a socket
+
     with socket.socket() as srv:
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind((host, 0))

@@ -12,11 +12,10 @@ from __future__ import annotations
 import builtins
 import collections
 import dataclasses
-import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainlaunch import schedulers, settings
 from trainlaunch.errors import AppNotFound, SchedulerUnavailable, UsageError, WaitTimeout
@@ -31,7 +30,9 @@ from trainlaunch.specs import (
     macros,
     runopts,
 )
-from trainlaunch.stacks import RankStack
+
+if TYPE_CHECKING:  # annotations only: stacks is imported where stacks are read
+    from trainlaunch.stacks import RankStack
 
 DRYRUN_RANKS_SHOWN = 4  # a node's rank plan in --dryrun: the first ranks and the last one
 DRYRUN_PLANS_SHOWN = 3  # rank plans in --dryrun: of the first nodes and the last one
@@ -175,6 +176,8 @@ class Runner:
         rs = rank_settings or settings.RankSettings()
         drawn = {}
         if rs.seed is None:  # a fresh seed per app, recorded so that every run can be reproduced
+            import secrets  # only submissions draw one: status/list/logs skip the import
+
             rs = settings.RankSettings(**{**rs.to_dict(), "seed": secrets.randbelow(2**31)})
             drawn["seed"] = str(rs.seed)
         if rs.metrics_path is None:

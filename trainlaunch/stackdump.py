@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -62,6 +60,8 @@ def pyspy_binary() -> str | None:
     here = Path(sys.executable).parent / "py-spy"
     if here.is_file() and os.access(here, os.X_OK):
         return str(here)
+    import shutil  # imported when a stack is dumped, not by every reader of the records
+
     return shutil.which("py-spy")
 
 
@@ -78,6 +78,8 @@ def dump(
     targets: Sequence[Target], native: bool = False, timeout: float = PYSPY_TIMEOUT_S
 ) -> list[RankStack]:
     """Dump every live target's stack in parallel (one py-spy per rank, started together)."""
+    import subprocess  # only a dump runs py-spy: the CLI's readers import this module too
+
     binary = pyspy_binary()
     procs: dict[int, subprocess.Popen[str]] = {}
     out: dict[int, RankStack] = {}

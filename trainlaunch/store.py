@@ -20,10 +20,7 @@ import errno
 import json
 import os
 import re
-import secrets
-import shutil
 import stat
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -114,6 +111,8 @@ def existing_apps_dir(environ: Mapping[str, str] | None = None) -> Path | None:
 
 def new_app_id(name: str) -> str:
     """A fresh id: ``<name>-<10 random chars>``, valid as a file, DNS and job name."""
+    import secrets  # here: reading the store (status, list, logs) never draws an id
+
     suffix = "".join(secrets.choice(_ALPHABET) for _ in range(10))
     base = re.sub(r"[^a-z0-9]+", "-", name.lower())[:40].strip("-") or "app"
     return check_app_id(f"{base}-{suffix}")
@@ -192,12 +191,16 @@ def write_final_json(path: Path, data: Any) -> None:
 
 def remove_app_dir(path: Path) -> None:
     """Delete a half-created app directory (its supervisor never started)."""
+    import shutil
+
     shutil.rmtree(path, ignore_errors=True)
 
 
 def write_json(path: Path, data: Any) -> None:
     """Atomically replace path with data as JSON (0600)."""
     try:
+        import tempfile  # writers only: reading commands skip it
+
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
         raise _write_error(path, e) from None

@@ -16,12 +16,10 @@ parameter no argument uses is a UsageError with a did-you-mean hint.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import math
 import random
 import re
-import secrets
 from collections.abc import Mapping, Sequence
 
 from trainlaunch.errors import UsageError
@@ -73,6 +71,8 @@ class SweepPoint:
 
 def new_sweep_id() -> str:
     """A fresh sweep id: 10 characters that are easy to read aloud."""
+    import secrets  # imported when drawn: `status sweep:ID` only parses ids
+
     return "".join(secrets.choice(_ALPHABET) for _ in range(10))
 
 
@@ -206,6 +206,8 @@ def check_placeholders(args: Sequence[str], names: Sequence[str]) -> None:
 
 
 def _did_you_mean(name: str, choices: set[str]) -> str:
+    import difflib  # only on a usage error
+
     close = difflib.get_close_matches(name, sorted(choices), n=1)
     return f"did you mean {{{close[0]}}}?" if close else ""
 

@@ -49,3 +49,53 @@ def test_import_direction_rank_library_is_isolated() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# What the reading commands need not import (each costs start-up time on every call): the
+# submission path's helpers, other backends, the terminal renderer when stdout is a pipe.
+NOT_FOR_READERS = (
+    "secrets",  # ids and seeds are drawn at submission
+    "socket",  # ports are reserved at submission
+    "subprocess",  # supervisors, nvidia-smi and py-spy run at submission or `stack`
+    "tempfile",  # the store is written by writers only
+    "difflib",  # "did you mean" is for usage errors
+    "traceback",  # --debug and bugs only
+    "trainlaunch.snapshot",
+    "trainlaunch.devices",
+    "trainlaunch.schedulers.slurm.backend",
+    "trainlaunch.schedulers.kubernetes.backend",
+    "rich",
+    "matplotlib",
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["list"],
+        ["list", "--json"],
+        ["status", "--json", "local://trainlaunch/nope-1"],
+        ["status", "local://trainlaunch/nope-1"],
+        ["logs", "local://trainlaunch/nope-1"],
+        ["status", "sweep:abcdefghij"],
+    ],
+)
+def test_reading_commands_start_light(argv: list[str], tmp_path) -> None:
+    code = (
+        "import sys, json\n"
+        "from trainlaunch.cli.boundary import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(json.dumps([m for m in {NOT_FOR_READERS!r} if m in sys.modules]), file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"TRAINLAUNCH_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    loaded = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert loaded == []

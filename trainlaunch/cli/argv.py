@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 
 import click
@@ -81,6 +80,8 @@ def suggest(name: str, known: Sequence[str], aliases: dict[str, str] | None = No
     dashed = name.replace("_", "-")
     if dashed != name and dashed in known:
         return f"did you mean {dashed!r}?"
+    import difflib  # only on a usage error
+
     close = difflib.get_close_matches(name, known, n=2)
     if close:
         return "did you mean " + " or ".join(repr(c) for c in close) + "?"

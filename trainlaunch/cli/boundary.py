@@ -6,7 +6,6 @@ import contextlib
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Iterator
 from typing import NoReturn
 
@@ -86,6 +85,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
             cli.invoke(ctx)
     except TrainlaunchError as e:
         if _debug(args):
+            import traceback  # --debug or a bug: never on the happy path
+
             traceback.print_exc()
         _say("error", e.message)
         if e.hint:
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
         code = ExitCode.OK
     except Exception as e:  # noqa: BLE001 - the single place unexpected errors are reported
         if _debug(args):
+            import traceback  # --debug or a bug: never on the happy path
+
             traceback.print_exc()
         _say("error", f"internal error: {type(e).__name__}: {e}")
         _say("hint", "rerun with --debug and report the traceback")

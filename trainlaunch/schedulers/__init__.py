@@ -6,7 +6,6 @@ point names a module exposing ``create_scheduler``). Adding a builtin backend is
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from types import ModuleType
 from typing import Any
@@ -45,6 +44,8 @@ def module_for(name: str) -> str:
     if name in plugins:
         return plugins[name]
     known = scheduler_names()
+    import difflib  # only on a usage error
+
     close = difflib.get_close_matches(name, known + list(ALIASES), n=1)
     hint = f"did you mean {close[0]!r}?" if close else None
     raise UsageError(f"unknown scheduler {name!r}; available: {', '.join(known)}", hint=hint)

@@ -16,7 +16,7 @@ import os
 import string
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainlaunch.errors import SchedulerError, UsageError
 from trainlaunch.specs import (
@@ -28,7 +28,9 @@ from trainlaunch.specs import (
     CfgVal,
     runopts,
 )
-from trainlaunch.stacks import RankStack
+
+if TYPE_CHECKING:  # annotations only: stacks is imported where stacks are read
+    from trainlaunch.stacks import RankStack
 
 
 def check_params(backend: str, params: Mapping[str, Any], accepted: frozenset[str]) -> None:

@@ -11,17 +11,13 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
-import shlex
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainlaunch import settings, snapshot, store
-from trainlaunch.devices import visible_gpus
+from trainlaunch import settings, store
 from trainlaunch.errors import AppNotFound, SchedulerError, StoreError, UsageError
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.options import at_least, existing_dir
@@ -50,8 +46,12 @@ from trainlaunch.specs import (
     macros,
     runopts,
 )
-from trainlaunch.stacks import RankStack
 from trainlaunch.sweeps import check_sweep_id
+
+if TYPE_CHECKING:  # annotations only: stacks is imported where stacks are read
+    import subprocess
+
+    from trainlaunch.stacks import RankStack
 
 BACKEND = "local"
 DEFAULT_MAX_REQUEUES = 3
@@ -70,6 +70,8 @@ def create_scheduler(session_name: str, **params: Any) -> LocalScheduler:
 
 def check_program(role: Role, cwd: str) -> None:
     """The program a role declares (specs.PROGRAM) must exist here: fail now, not in a replica."""
+    import shutil  # submission only: status/list/logs skip it
+
     program = role.metadata.get(PROGRAM) or {}
     if "path" in program:
         path = Path(cwd, os.path.expanduser(str(program["path"])))  # an absolute path stays
@@ -157,6 +159,8 @@ class LocalScheduler(Scheduler):
 
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
         """Plan every replica's command, env and directories (no side effects but a port probe)."""
+        from trainlaunch import snapshot  # submission only: status/list/logs skip it
+
         on_hang = cfg.get("on_hang")
         if on_hang is not None and on_hang not in local_watchdog.ON_HANG:
             raise UsageError(
@@ -259,6 +263,8 @@ class LocalScheduler(Scheduler):
         ]
         if not wanted or cfg.get("auto_set_cuda_visible_devices") is False:
             return {}
+        from trainlaunch.devices import visible_gpus  # runs nvidia-smi: submission only
+
         count = cfg.get("gpu_count")
         gpus = visible_gpus(self.environ, None if count is None else int(count))  # type: ignore[arg-type]
         if not gpus:
@@ -277,6 +283,8 @@ class LocalScheduler(Scheduler):
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Write the request and start the detached supervisor; return at once."""
+        from trainlaunch import snapshot  # submission only: status/list/logs skip it
+
         request = dict(dryrun_info.request)
         app_id = request["app_id"]
         path = store.create_app_dir(app_id, self.environ)
@@ -464,6 +472,8 @@ class LocalScheduler(Scheduler):
 
 def _start_supervisor(path: Path, cwd: str) -> subprocess.Popen[bytes]:
     """Start the detached supervisor of the app in path (its output goes to supervisor.log)."""
+    import subprocess  # submission only: status/list/logs skip it
+
     try:
         fd = os.open(path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     except OSError as e:
@@ -513,6 +523,10 @@ def read_request(path: Path) -> dict[str, Any]:
 
 def format_request(request: Mapping[str, Any]) -> str:
     """The exact processes the supervisor will start, one block per replica."""
+    import shlex
+
+    from trainlaunch import snapshot  # submission only: status/list/logs skip it
+
     lines = [f"# local app {request['app_id']} ({request['handle']})", f"# cwd: {request['cwd']}"]
     if request.get("snapshot"):
         lines.append(f"# snapshot: {snapshot.summary(request['snapshot'])}")

@@ -12,7 +12,6 @@ that counts against max_retries; with none left, the app is stopped).
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,6 +40,8 @@ def hang_options(cfg: Mapping[str, Any]) -> tuple[float | None, str]:
 
 def targets(ranks: Sequence[LocalRank]) -> list[Target]:
     """What stackdump needs to know of each rank."""
+    import socket  # here: the CLI imports this module to read records, not to name hosts
+
     host = socket.gethostname()
     return [
         Target(
