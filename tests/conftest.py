@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,12 +114,14 @@ class CLI:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> CLI:
-    """A CLI bound to a fresh app store under tmp_path."""
+def cli(tmp_path: Path) -> Iterator[CLI]:
+    """A CLI bound to a fresh app store under tmp_path; whatever still runs against the store
+    when the test ends (a failed assertion before its `stop`) is killed."""
     home = tmp_path / "home"
     work = tmp_path / "work"
     work.mkdir()
-    return CLI(home, work)
+    yield CLI(home, work)
+    reap_store(home)
 
 
 def pids_alive(pids: Sequence[int]) -> list[int]:
@@ -150,6 +153,21 @@ def processes_with_env(name: str, value: str) -> list[int]:
         if needle in env and pids_alive([int(entry)]):
             found.append(int(entry))
     return found
+
+
+def reap_store(home: Path) -> None:
+    """SIGKILL every process started against this store (supervisors, replicas, CLIs).
+
+    Tests assert on leftovers themselves; this only keeps a failing test from leaking
+    processes into the next one (or past the end of the run).
+    """
+    for pid in processes_with_env("TRAINLAUNCH_HOME", str(home)):
+        if pid == os.getpid():
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 # Tests send SIGINT and SIGHUP to the CLIs they start, as a terminal would. A runner started

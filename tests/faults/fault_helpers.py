@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CLI, pids_alive, processes_with_env, wait_until
+from tests.conftest import CLI, pids_alive, processes_with_env, reap_store, wait_until
 from trainlaunch.errors import ExitCode
 
 EXIT_CODES = {int(c) for c in ExitCode}
@@ -190,26 +190,10 @@ class LineReader:
 # --- cleanup --------------------------------------------------------------------------------
 
 
-def reap_store(home: Path) -> None:
-    """SIGKILL every process started against this store (supervisors, replicas, CLIs).
-
-    Tests assert on leftovers themselves; this only keeps a failing test from leaking
-    processes into the next one.
-    """
-    for pid in processes_with_env("TRAINLAUNCH_HOME", str(home)):
-        if pid == os.getpid():
-            continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
 @pytest.fixture
-def reaper(cli: CLI) -> Iterator[CLI]:
-    """The cli fixture, plus a teardown that kills anything left running against its store."""
-    yield cli
-    reap_store(cli.home)
+def reaper(cli: CLI) -> CLI:
+    """The cli fixture (which kills anything left running against its store at teardown)."""
+    return cli
 
 
 # --- disks ----------------------------------------------------------------------------------
