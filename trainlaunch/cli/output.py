@@ -13,9 +13,21 @@ _emitted: list[bool] = []  # a JSON document went to stdout (the boundary adds n
 
 def emit_json(doc: Any, one_line: bool = False) -> None:
     """One JSON document on stdout (one_line: also a valid JSON Lines record)."""
-    indent = None if one_line else 2
-    sys.stdout.write(json.dumps(doc, indent=indent, sort_keys=False, default=str) + "\n")
+    sys.stdout.write(_dumps(doc, one_line) + "\n")
     _emitted.append(True)
+
+
+def _dumps(doc: Any, one_line: bool) -> str:
+    """orjson where it can (a 1,000-app `list --json` spent a quarter of its time in json's
+    pure-Python indenting encoder), json otherwise: the same document, strict JSON."""
+    if not one_line:
+        try:
+            import orjson
+
+            return orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode()
+        except (ImportError, TypeError):  # non-str keys, ints past 64 bits: json takes them
+            pass
+    return json.dumps(doc, indent=None if one_line else 2, default=str)
 
 
 def json_emitted() -> bool:
