@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -23,23 +25,7 @@ HEAVY = ("torch", "numpy", "kubernetes", "yaml")
     ],
 )
 def test_cli_paths_stay_light(argv: list[str], tmp_path) -> None:
-    code = (
-        "import sys, json\n"
-        "from trainlaunch.cli.boundary import main\n"
-        "try:\n"
-        f"    main({argv!r})\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={"TRAINLAUNCH_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
-    )
-    loaded = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert loaded == []
+    assert _imported_by(argv, HEAVY, tmp_path) == []
 
 
 def test_import_direction_rank_library_is_isolated() -> None:
@@ -82,6 +68,11 @@ NOT_FOR_READERS = (
     ],
 )
 def test_reading_commands_start_light(argv: list[str], tmp_path) -> None:
+    assert _imported_by(argv, NOT_FOR_READERS, tmp_path) == []
+
+
+def _imported_by(argv: list[str], modules: Sequence[str], home: Path) -> list[str]:
+    """Which of modules a real CLI run of argv has imported when it ends."""
     code = (
         "import sys, json\n"
         "from trainlaunch.cli.boundary import main\n"
@@ -89,13 +80,13 @@ def test_reading_commands_start_light(argv: list[str], tmp_path) -> None:
         f"    main({argv!r})\n"
         "except SystemExit:\n"
         "    pass\n"
-        f"print(json.dumps([m for m in {NOT_FOR_READERS!r} if m in sys.modules]), file=sys.stderr)\n"
+        f"print(json.dumps([m for m in {list(modules)!r} if m in sys.modules]), file=sys.stderr)\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={"TRAINLAUNCH_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        env={"TRAINLAUNCH_HOME": str(home), "PATH": "/usr/bin:/bin"},
     )
-    loaded = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert loaded == []
+    loaded: list[str] = json.loads(proc.stderr.strip().splitlines()[-1])
+    return loaded

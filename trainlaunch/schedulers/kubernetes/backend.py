@@ -320,12 +320,8 @@ class KubernetesScheduler(Scheduler):
             return self._describe_point(group, point, app_id)
         ns, name = parse_app_id(app_id)
         api = self._api()
-        try:
-            jobs = self._jobs(api, ns, name, app_id)
-        except AppNotFound:
-            stopped = _tombstone(ns, name)
-            if stopped is None:
-                raise
+        jobs, stopped = self._jobs_or_stopped(api, ns, name, app_id)
+        if stopped is not None:
             return DescribeAppResponse(
                 app_id=app_id,
                 status=AppStatus(
@@ -355,12 +351,8 @@ class KubernetesScheduler(Scheduler):
         """Point ``point`` of a --max-parallel sweep: the index of its Indexed Job."""
         ns, name = parse_app_id(group)
         api = self._api()
-        try:
-            jobs = self._jobs(api, ns, name, app_id)
-        except AppNotFound:
-            stopped = _tombstone(ns, name)
-            if stopped is None:
-                raise
+        jobs, stopped = self._jobs_or_stopped(api, ns, name, app_id)
+        if stopped is not None:
             done = k8s_sweep.parse_indexes(stopped.get("completed"))
             failed = k8s_sweep.parse_indexes(stopped.get("failed"))
             state = AppState.CANCELLED
@@ -556,6 +548,18 @@ class KubernetesScheduler(Scheduler):
         if not jobs:
             raise self._not_found(app_id)
         return jobs
+
+    def _jobs_or_stopped(
+        self, api: KubeApi, ns: str, name: str, app_id: str
+    ) -> tuple[Objects, dict[str, Any] | None]:
+        """The app's Jobs, or (none and) the record `stop` left; AppNotFound without either."""
+        try:
+            return self._jobs(api, ns, name, app_id), None
+        except AppNotFound:
+            stopped = _tombstone(ns, name)
+            if stopped is None:
+                raise
+            return [], stopped
 
     def _role_job(
         self, api: KubeApi, ns: str, name: str, app_id: str, role_name: str
