@@ -28,7 +28,12 @@ def fn(msg: str = "hi") -> specs.AppDef:
 MARK = "open({marker!r}, 'a').write({name!r} + '\\n')\n"
 # stdlib/third-party names the CLI imports lazily (after the component) on some path;
 # found by diffing sys.modules around component loading for run/--dryrun/--wait/--log
-LAZY_NAMES = ["queue", "rich", "shlex", "secrets", "threading", "fcntl", "select", "difflib"]
+LAZY_NAMES = [
+    "queue", "rich", "shlex", "secrets", "threading", "fcntl", "select", "difflib",
+    # imported where used since the CLI's start-up was trimmed (issue 17)
+    "array", "base64", "binascii", "bz2", "hashlib", "hmac", "lzma", "selectors", "shutil",
+    "socket", "struct", "subprocess", "tempfile", "zlib",
+]  # fmt: skip
 SIBLINGS = ["evil", "__init__", "conftest", "setup", "sitecustomize", "usercustomize", *LAZY_NAMES]
 
 
