@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Callable
 
 COMBINED_FILE = "combined.log"
 STREAM_FILES = ("stdout.log", "stderr.log")
@@ -93,6 +94,20 @@ class Combined:
             self.fd = -1
 
 
+def read_available(fd: int, take: Callable[[bytes], bool | None]) -> bool:
+    """Hand take() what a non-blocking pipe holds now, 64 KiB at a time; False at the end of
+    the stream, or once take() returns False."""
+    while True:
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        except InterruptedError:
+            continue
+        if not data or take(data) is False:
+            return False
+
+
 class Pump:
     """One stream's pipe: every byte to its own file, whole lines to the combined file."""
 
@@ -103,18 +118,13 @@ class Pump:
 
     def read(self) -> bool:
         """Copy what the pipe holds now; False at end of stream (then close())."""
-        while True:
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                return True
-            except InterruptedError:
-                continue
-            if not data:
-                return False
-            if self.file_fd >= 0 and not write_all(self.file_fd, data):
-                return False  # the log cannot be written (a full disk): the writer gets EPIPE
-            self.combined.feed(self.stream, data)
+        return read_available(self.fd, self._take)
+
+    def _take(self, data: bytes) -> bool:
+        if self.file_fd >= 0 and not write_all(self.file_fd, data):
+            return False  # the log cannot be written (a full disk): the writer gets EPIPE
+        self.combined.feed(self.stream, data)
+        return True
 
     def close(self) -> None:
         """Drain what is left, then close the pipe and the file (not the combined file)."""

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from string import Template
 
-from trainlaunch.interleave import Combined, write_all
+from trainlaunch.interleave import Combined, read_available, write_all
 
 OUT, ERR = 1, 2  # torchrun's Std bits
 TAIL_LINES = 20  # stderr lines kept per rank for the root cause
@@ -113,16 +113,7 @@ class Stream:
 
     def read(self) -> bool:
         """Read what is available now; False at end of stream."""
-        while True:
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                return True
-            except InterruptedError:
-                continue
-            if not data:
-                return False
-            self.feed(data)
+        return read_available(self.fd, self.feed)
 
     def feed(self, data: bytes) -> None:
         """Handle bytes from the worker."""

@@ -72,16 +72,9 @@ def _finite(value: Any) -> Any:
 
 def _image(apps: list[Any], metric: str, x: str, path: str) -> None:
     from trainlaunch import compare
+    from trainlaunch.cli.metrics_files import pyplot
 
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError(
-            "--image needs matplotlib", hint="pip install 'trainlaunch[plot]'"
-        ) from None
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for app, pts in zip(apps, compare.overlay_series(apps, metric, x), strict=True):
         ax.plot([p for p, _ in pts], [v for _, v in pts], label=compare.label(app))

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from trainlaunch.cli import argv, output
-from trainlaunch.cli.metrics_files import check_image_path, metrics_location
+from trainlaunch.cli.metrics_files import check_image_path, metrics_location, pyplot
 from trainlaunch.errors import UsageError
 
 FOLLOW_INTERVAL = 1.0  # seconds between re-reads of the metrics files (the runner's poller)
@@ -82,15 +82,7 @@ def _image(data: Any, metric: str, path: str) -> None:
         raise UsageError(
             f"no metric {metric!r}; logged metrics: {', '.join(mr.metric_names(data)) or '(none)'}"
         )
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError(
-            "--image needs matplotlib", hint="pip install 'trainlaunch[plot]'"
-        ) from None
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for rank, pts in series.items():
         ax.plot([s for s, _ in pts], [v for _, v in pts], label=f"rank {rank}")

@@ -39,3 +39,17 @@ def check_image_path(path: str) -> None:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise UsageError(f"--image {path!r}: no directory {parent}")
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (files, no display); a usage error without it."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError(
+            "--image needs matplotlib", hint="pip install 'trainlaunch[plot]'"
+        ) from None
+    return plt
