@@ -171,6 +171,17 @@ def test_image_mistakes_are_one_error_line(fresh: App, args: list[str], needle: 
     assert not (fresh.cli.cwd / "chart.png").exists()
 
 
+@pytest.mark.parametrize("compare", [False, True], ids=["one-app", "compare"])
+def test_image_is_written(fresh: App, compare: bool) -> None:
+    """The chart itself: one app's ranks, or apps side by side (`metrics H1 H2`)."""
+    chart = fresh.cli.cwd / ("compare.png" if compare else "chart.png")
+    handles = [fresh.handle, fresh.handle] if compare else [fresh.handle]
+    proc = fresh.cli("metrics", *handles, "--metric", "loss", "--image", str(chart), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    chart.unlink()
+
+
 @examples(100)
 @given(
     lines=st.lists(
