@@ -176,3 +176,12 @@ def test_a_queued_point_runs_the_code_of_the_submission(
     assert f"code {expected} point" in cli("logs", second, check=True).stdout
     described = cli("describe", second, check=True).stdout
     assert ("snapshot:" in described) == (expected == "A"), described
+
+
+def test_a_mistyped_sweep_option_is_named_as_an_option(cli: CLI) -> None:
+    """It used to be taken for the component: `no component named '--max-paralel'`."""
+    out = cli("sweep", "--param", "x=1,2", "--max-paralel", "2", "utils.sh", "echo {x}")
+    assert out.returncode == 2, out.stderr
+    error, hint = out.stderr.splitlines()[:2]
+    assert error == "error: unknown option '--max-paralel' of `trainlaunch sweep`", out.stderr
+    assert "did you mean '--max-parallel'" in hint, out.stderr

@@ -55,7 +55,7 @@ def _usage_message(e: click.UsageError, argv: list[str]) -> tuple[str, str]:
             or suggest(e.option_name, known, aliases)
             or f"see `{cmd} --help`."
         )
-        if e.ctx.command.name == "run":
+        if e.ctx.command.name in ("run", "sweep"):
             hint += f" A component's own options go after its name: {cmd} COMPONENT {e.option_name}"
         return f"unknown option {e.option_name!r} of `{cmd}`", hint
     return e.format_message(), f"see `{cmd} --help`"

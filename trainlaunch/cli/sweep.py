@@ -10,9 +10,7 @@ from trainlaunch.cli import output
 from trainlaunch.errors import UsageError
 
 
-@click.command(
-    "sweep", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
-)
+@click.command("sweep", context_settings={"allow_interspersed_args": False})
 @click.option(
     "--param",
     "params",
