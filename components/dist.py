@@ -289,6 +289,10 @@ def _check_placement(values: Mapping[str, Any], max_nodes: int) -> None:
         raise UsageError(
             f"--standalone is a single-node rendezvous; it cannot span --nnodes {values['nnodes']}"
         )
+    if values.get("rdzv_endpoint"):  # checked at submission, not when the agent starts
+        from trainlaunch.agent.plan import split_endpoint
+
+        split_endpoint(str(values["rdzv_endpoint"]), None)
 
 
 def _workers(nproc: str) -> int:

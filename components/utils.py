@@ -33,7 +33,7 @@ def sh(
     num_replicas: int = 1,
     cpu: int = 1,
     gpu: int = 0,
-    memMB: int = 1024,  # noqa: N803 (the Resource field's spelling)
+    memMB: int = 0,  # noqa: N803 (the Resource field's spelling)
     env: dict[str, str] | None = None,
     max_retries: int = 0,
     retry_policy: RetryPolicyName = "APPLICATION",
@@ -50,7 +50,7 @@ def sh(
         num_replicas: how many replicas run it
         cpu: CPUs per replica
         gpu: GPUs per replica
-        memMB: memory per replica in MiB
+        memMB: memory per replica in MiB (0: not set, the cluster's default)
         env: extra environment variables
         max_retries: how often the scheduler restarts a failure
         retry_policy: what a failure restarts: the app, the replica or the role
@@ -79,7 +79,7 @@ def python(
     name: str | None = None,
     cpu: int = 1,
     gpu: int = 0,
-    memMB: int = 1024,  # noqa: N803
+    memMB: int = 0,  # noqa: N803
     num_replicas: int = 1,
     env: dict[str, str] | None = None,
     max_retries: int = 0,
@@ -100,7 +100,7 @@ def python(
         name: app and role name (default: from the module or script)
         cpu: CPUs per replica
         gpu: GPUs per replica
-        memMB: memory per replica in MiB
+        memMB: memory per replica in MiB (0: not set, the cluster's default)
         num_replicas: how many replicas run it
         env: extra environment variables
         max_retries: how often the scheduler restarts a failure
@@ -150,7 +150,7 @@ def binary(
     num_replicas: int = 1,
     cpu: int = 1,
     gpu: int = 0,
-    memMB: int = 1024,  # noqa: N803
+    memMB: int = 0,  # noqa: N803
     env: dict[str, str] | None = None,
     max_retries: int = 0,
 ) -> specs.AppDef:
@@ -164,7 +164,7 @@ def binary(
         num_replicas: how many replicas run it
         cpu: CPUs per replica
         gpu: GPUs per replica
-        memMB: memory per replica in MiB
+        memMB: memory per replica in MiB (0: not set, the cluster's default)
         env: extra environment variables
         max_retries: how often the scheduler restarts a failure
     """

@@ -5,6 +5,7 @@ API (what the CLI wires)::
     cfg = load_config()                    # cwd=None -> os.getcwd(), environ=None -> os.environ
     cfg.default_scheduler()                # TRAINLAUNCH_SCHEDULER > project > user > "local"
     cfg.scheduler_cfg("slurm")             # [scheduler.slurm] options: project over user, per key
+    cfg.scheduler_cfg("slurm", opts)       # the same, each file's table checked against opts
     cfg.component_defaults("dist.ddp")     # [component."dist.ddp"]: project over user, per key
     cfg.run_settings({"seed": 7, ...})     # cli > env > project > user > built-in, typed
     cfg.run_settings_with_origin(cli)      # the same, each value with where it came from
@@ -36,22 +37,19 @@ TOML are UsageErrors naming the file (and the key or line).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.schedulers import ALIASES as SCHEDULER_ALIASES
 from trainlaunch.schedulers import DEFAULT_SCHEDULER
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
+if TYPE_CHECKING:
+    from trainlaunch.options import runopts
 
 PROJECT_FILE = ".trainlaunch.toml"
 PYPROJECT = "pyproject.toml"
@@ -113,12 +111,29 @@ class Config:
                 return str(f.run["scheduler"])
         return DEFAULT_SCHEDULER
 
-    def scheduler_cfg(self, name: str) -> dict[str, Any]:
-        """Options of one scheduler (aliases such as k8s accepted), project over user."""
+    def configured_schedulers(self) -> list[str]:
+        """local, the default scheduler and every scheduler a file has a table for (what a
+        live view shows without ``-s``)."""
+        names = [DEFAULT_SCHEDULER, self.default_scheduler()]
+        for f in self._files():
+            names += list(f.schedulers)
+        return list(dict.fromkeys(names))
+
+    def scheduler_cfg(self, name: str, opts: runopts | None = None) -> dict[str, Any]:
+        """Options of one scheduler (aliases such as k8s accepted), project over user; with the
+        backend's opts, each file's table is checked first, so that a mistake names its file
+        and table (``.trainlaunch.toml: [scheduler.local]: unknown option 'grace_periode'``)."""
         name = SCHEDULER_ALIASES.get(name, name)
         out: dict[str, Any] = {}
         for f in reversed(self._files()):  # user first, so project keys overwrite
-            out.update(f.schedulers.get(name, {}))
+            table = f.schedulers.get(name, {})
+            if opts is not None:
+                try:
+                    opts.check(table, name)
+                except UsageError as e:
+                    where = f"{f.path}: [{f.prefix}scheduler.{name}]"
+                    raise UsageError(f"{where}: {e.message}", hint=e.hint) from None
+            out.update(table)
         return out
 
     def component_defaults(self, name: str) -> dict[str, Any]:
@@ -228,6 +243,12 @@ def _project_file(start: Path, env: Mapping[str, str]) -> ConfigFile | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    # here, not at the top: tomllib's import (~4 ms) is paid only where a config file exists
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10
+        import tomli as tomllib
+
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
@@ -297,6 +318,8 @@ def _table(where: str, key: str, value: Any) -> dict[str, Any]:
 def _known(where: str, prefix: str, table: Mapping[str, Any], valid: tuple[str, ...]) -> None:
     for key in table:
         if key not in valid:
+            import difflib  # only for the hint of a mistyped key
+
             close = difflib.get_close_matches(key, valid, n=1)
             hint = (
                 f"did you mean {close[0]!r}? " if close else ""

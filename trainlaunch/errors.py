@@ -7,8 +7,11 @@
         ComponentError     2    not found / not loadable / bad args / not an AppDef
       SchedulerError       3    a backend command or API call failed
         SchedulerUnavailable 3  the backend cannot be used here (not installed, unreachable)
+        Unsupported        3    the backend does not offer what was asked (its Capabilities)
       AppNotFound          4    unknown handle
-      AppFailed            1    an app ended FAILED, CANCELLED or UNKNOWN while waiting (ExitCode)
+      AppFailed            1    an app ended FAILED, CANCELLED or UNKNOWN while waiting (ExitCode;
+                                9 when its preflight refused it)
+      ChecksFailed         1    `doctor`: a check failed (or warned, with --strict)
       StoreError           5    the app store cannot be read or written
       WaitTimeout          7    waiting for an app ran past its --timeout
 
@@ -27,12 +30,14 @@ class ExitCode(enum.IntEnum):
     OK = 0
     APP_FAILED = 1  # wait/run --wait: the app ended FAILED (--app-exit-code: the rank's code)
     USAGE = 2  # bad flag, handle, option, config, component or argument
-    SCHEDULER = 3  # a scheduler command or API call failed, or the backend is unavailable
+    SCHEDULER = 3  # a scheduler command or API call failed, the backend is unavailable here,
+    # or it does not offer what was asked (logs, stack, stop --requeue on a backend without them)
     NOT_FOUND = 4  # no app with that handle
     STORE = 5  # the app store cannot be read or written (permissions, disk full, corrupt)
     CANCELLED = 6  # wait/run --wait: the app ended CANCELLED
     TIMEOUT = 7  # wait --timeout elapsed before the app ended
     UNKNOWN_RESULT = 8  # wait/run --wait: the app ended, but how is not known (see its msg)
+    PREFLIGHT = 9  # wait/run --wait: the app's preflight refused it; no rank started
     INTERNAL = 70  # a bug in trainlaunch: rerun with --debug and report it
     INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM to the CLI
 
@@ -71,6 +76,10 @@ class SchedulerUnavailable(SchedulerError):
     """The backend cannot be used on this machine (missing tool, extra or cluster)."""
 
 
+class Unsupported(SchedulerError):
+    """The backend does not offer this (an optional member its Capabilities leave out)."""
+
+
 class AppNotFound(TrainlaunchError):
     """No app exists for the given handle."""
 
@@ -98,3 +107,9 @@ class AppFailed(TrainlaunchError):
     def __init__(self, message: str, exit_code: int = ExitCode.APP_FAILED, hint: str | None = None):
         super().__init__(message, hint)
         self.exit_code = exit_code
+
+
+class ChecksFailed(TrainlaunchError):
+    """``trainlaunch doctor`` found a failing check (or, with --strict, a warning)."""
+
+    exit_code = ExitCode.APP_FAILED  # 1: "something is wrong here", as for a failed app

@@ -1,7 +1,9 @@
-"""App handles: ``scheduler://session/app_id`` URIs, parsed strictly.
+"""Handles: ``scheduler://session/app_id`` URIs naming one app, or a sweep's many, parsed strictly.
 
-A handle can never address a path outside the app store: the app id allows only
-letters, digits and ``_ . : -`` and cannot be ``.`` or ``..``.
+A handle is parsed once, where it enters (the CLI's argument, a Runner method given a
+string), into a value: :class:`AppHandle` or :class:`SweepHandle` (:func:`parse_handle`).
+A handle can never address a path outside the app store: the app id allows only letters,
+digits and ``_ . : -`` and cannot be ``.`` or ``..``; a sweep id is 10 letters and digits.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ _SCHEDULER_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}\Z")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9_.-]{0,63}\Z")
 _APP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}\Z")
 _HANDLE_RE = re.compile(r"^(?P<scheduler>[^:/]+)://(?P<session>[^/]*)/(?P<app_id>[^/]+)$")
+SWEEP_ID_RE = re.compile(r"^[a-z2-9]{10}\Z")
+SWEEP_PREFIX = "sweep:"  # the app-id part of a sweep handle: local://SESSION/sweep:ID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +35,26 @@ class AppHandle:
         return f"{self.scheduler}://{self.session}/{self.app_id}"
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepHandle:
+    """A parsed sweep handle: ``scheduler://session/sweep:ID`` names every app of a sweep.
+
+    A bare ``sweep:ID`` leaves scheduler and session empty: the sweep's record says them.
+    """
+
+    scheduler: str
+    session: str
+    sweep_id: str
+
+    def __str__(self) -> str:
+        if not self.scheduler:
+            return f"{SWEEP_PREFIX}{self.sweep_id}"
+        return f"{self.scheduler}://{self.session}/{SWEEP_PREFIX}{self.sweep_id}"
+
+
+Handle = AppHandle | SweepHandle  # what a handle argument is, once parsed
+
+
 def check_app_id(app_id: str) -> str:
     """Return app_id if it is safe to use as a name and a path component."""
     if not isinstance(app_id, str) or not _APP_ID_RE.match(app_id) or ".." in app_id:
@@ -40,9 +64,36 @@ def check_app_id(app_id: str) -> str:
     return app_id
 
 
+def check_sweep_id(sweep_id: str) -> str:
+    """Return sweep_id if it is a well-formed id (it names a store path)."""
+    if not isinstance(sweep_id, str) or not SWEEP_ID_RE.match(sweep_id):
+        raise UsageError(f"invalid sweep id {sweep_id!r}: expected 10 letters/digits")
+    return sweep_id
+
+
 def make_app_handle(scheduler: str, session: str, app_id: str) -> str:
     """Format a handle (validating its parts)."""
     return str(_build(scheduler, session, app_id, original=f"{scheduler}://{session}/{app_id}"))
+
+
+def parse_handle(text: str | Handle, default_scheduler: str = "local") -> Handle:
+    """A handle's value: a sweep's (``[scheduler://session/]sweep:ID``) or an app's.
+
+    A value is returned as it is (it was parsed where it entered). ``sweep:`` followed by
+    anything but a well-formed sweep id is an app id (a Kubernetes namespace may be called
+    ``sweep``).
+    """
+    if isinstance(text, (AppHandle, SweepHandle)):
+        return text
+    if isinstance(text, str) and text.startswith(SWEEP_PREFIX) and "/" not in text:
+        sid = text[len(SWEEP_PREFIX) :]
+        if SWEEP_ID_RE.match(sid):
+            return SweepHandle("", "", sid)
+    h = parse_app_handle(text, default_scheduler)
+    sid = h.app_id[len(SWEEP_PREFIX) :]
+    if h.app_id.startswith(SWEEP_PREFIX) and SWEEP_ID_RE.match(sid):
+        return SweepHandle(h.scheduler, h.session, sid)
+    return h
 
 
 def parse_app_handle(text: str, default_scheduler: str = "local") -> AppHandle:
@@ -75,9 +126,9 @@ def _build(scheduler: str, session: str, app_id: str, original: str) -> AppHandl
 
 @dataclasses.dataclass(frozen=True)
 class LogTarget:
-    """``HANDLE[/ROLE[/REPLICA,...]]`` as given to ``trainlaunch logs``."""
+    """``HANDLE[/ROLE[/REPLICA,...]]`` as given to ``trainlaunch logs`` (a sweep's: each point's)."""
 
-    handle: AppHandle
+    handle: Handle
     role: str | None = None
     replicas: tuple[int, ...] | None = None
 
@@ -94,7 +145,7 @@ def parse_log_target(text: str, default_scheduler: str = "local") -> LogTarget:
         head, tail = f"{prefix}://{parts[0]}/{parts[1]}", parts[2:]
     else:
         head, tail = parts[0], parts[1:]
-    handle = parse_app_handle(head, default_scheduler)
+    handle = parse_handle(head, default_scheduler)
     if len(tail) > 2 or any(t == "" for t in tail):
         raise UsageError(f"malformed log target {text!r}: expected HANDLE[/ROLE[/REPLICA,...]]")
     role = tail[0] if tail else None

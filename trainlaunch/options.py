@@ -38,6 +38,7 @@ class runopt:  # noqa: N801 (TorchX's spelling)
     is_required: bool
     help: str
     check: Callable[[Any], str | None] | None = None  # why a typed value is refused, or None
+    choices: tuple[str, ...] = ()  # the only values allowed, when they are few
 
     @property
     def type_name(self) -> str:
@@ -59,11 +60,15 @@ class runopts:  # noqa: N801
         default: CfgVal = None,
         required: bool = False,
         check: Callable[[Any], str | None] | None = None,
+        choices: tuple[str, ...] = (),
     ) -> None:
-        """Declare an option; check(value) says why a well-typed value is refused, or None."""
+        """Declare an option; check(value) says why a well-typed value is refused, or None;
+        choices, if given, are the only values allowed (shown by `trainlaunch runopts`)."""
         if type_ not in _TYPES:
             raise TypeError(f"unsupported runopt type {type_!r}")
-        self._opts[key] = runopt(default, type_, required, help, check)
+        if choices and (default is not None and default not in choices):
+            raise TypeError(f"runopt {key!r}: default {default!r} is not one of its choices")
+        self._opts[key] = runopt(default, type_, required, help, check, tuple(choices))
 
     def __iter__(self) -> Iterator[tuple[str, runopt]]:
         return iter(sorted(self._opts.items()))
@@ -75,8 +80,9 @@ class runopts:  # noqa: N801
         """The option named key, or None."""
         return self._opts.get(key)
 
-    def resolve(self, cfg: Mapping[str, Any], scheduler: str = "") -> dict[str, CfgVal]:
-        """Check types, reject unknown keys, fill defaults."""
+    def check(self, cfg: Mapping[str, Any], scheduler: str = "") -> dict[str, CfgVal]:
+        """Check types and reject unknown keys of the options given (one layer of them: no
+        defaults filled, nothing required)."""
         where = f" for scheduler {scheduler!r}" if scheduler else ""
         out: dict[str, CfgVal] = {}
         for key, value in cfg.items():
@@ -84,6 +90,12 @@ class runopts:  # noqa: N801
             if opt is None:
                 raise UsageError(self._unknown(key, where))
             out[key] = value if value is None else _checked(key, opt, _coerce(key, opt, value))
+        return out
+
+    def resolve(self, cfg: Mapping[str, Any], scheduler: str = "") -> dict[str, CfgVal]:
+        """Check types, reject unknown keys, fill defaults."""
+        where = f" for scheduler {scheduler!r}" if scheduler else ""
+        out = self.check(cfg, scheduler)
         for key, opt in self._opts.items():
             if out.get(key) is None:
                 if opt.is_required:
@@ -229,6 +241,8 @@ def _coerce(key: str, opt: runopt, value: Any) -> CfgVal:
 
 
 def _checked(key: str, opt: runopt, value: CfgVal) -> CfgVal:
+    if opt.choices and value is not None and value not in opt.choices:
+        raise UsageError(f"{key} must be one of {', '.join(opt.choices)}, got {value!r}")
     why = opt.check(value) if opt.check is not None and value is not None else None
     if why:
         raise UsageError(f"option {key!r}: {why}, got {value!r}")
@@ -238,6 +252,14 @@ def _checked(key: str, opt: runopt, value: CfgVal) -> CfgVal:
 def at_least(low: float) -> Callable[[Any], str | None]:
     """A check: the number must be >= low."""
     return lambda v: None if v >= low else f"must be >= {low:g}"
+
+
+NO_WATCHDOG = " (leave hang_timeout unset for no hang watchdog)"  # 0 and -1 were silently off
+
+
+def above(low: float, why: str = "") -> Callable[[Any], str | None]:
+    """A check: the number must be > low (why: what to do instead, said with the error)."""
+    return lambda v: None if v > low else f"must be > {low:g}{why}"
 
 
 def in_range(low: int, high: int) -> Callable[[Any], str | None]:

@@ -16,22 +16,30 @@ from typing import Any
 
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
-from trainlaunch.handles import parse_app_handle
+from trainlaunch.handles import AppHandle
 from trainlaunch.schedulers.api import DescribeAppResponse
-from trainlaunch.specs import CfgVal
+from trainlaunch.specs import RUN_RECORD_KEY, CfgVal
 
-META_KEY = "trainlaunch_run"  # AppDef.metadata key: {component, args, cwd[, rerun_of]}
+META_KEY = RUN_RECORD_KEY  # AppDef.metadata key: {component, args, cwd, code[, rerun_of]}
 
 
 def run_record(
-    component: str, component_args: Sequence[str] | Mapping[str, Any], cwd: str | None = None
+    component: str,
+    component_args: Sequence[str] | Mapping[str, Any],
+    cwd: str | None = None,
+    code: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What an app records about how it was made (JSON-able)."""
-    rec: dict[str, Any] = {"component": component, "cwd": cwd or os.getcwd()}
+    """What an app records about how it was made (JSON-able); code: the code of record when
+    it is known (a rerun of a snapshot runs the original's), else looked up in cwd's git."""
+    from trainlaunch.schedulers.coderecord import code_record
+
+    where = cwd or os.getcwd()
+    rec: dict[str, Any] = {"component": component, "cwd": where}
     if isinstance(component_args, Mapping):
         rec["kwargs"] = dict(component_args)
     else:
         rec["args"] = list(component_args)
+    rec["code"] = code if code is not None else code_record(where)  # schedulers/coderecord.py
     return rec
 
 
@@ -48,13 +56,15 @@ class RerunPlan:
 
 
 def plan(
-    handle: str,
+    handle: AppHandle,
     resp: DescribeAppResponse,
     component_args: Sequence[str] | None = None,
-    cfg: Mapping[str, CfgVal] | None = None,
     seed: int | None = None,
+    takes_cwd: bool = False,
 ) -> RerunPlan:
-    """The rerun of the app resp describes; component_args replace the original's."""
+    """The rerun of the app resp describes; component_args replace the original's. Its cfg
+    is the original's (the base that --cfg overrides: runner/cfg.py); on a backend with a
+    ``cwd`` option (takes_cwd) it runs where the original was started."""
     app = resp.app
     rec = app.metadata.get(META_KEY) if app is not None else None
     if not isinstance(rec, Mapping) or not isinstance(rec.get("component"), str):
@@ -74,16 +84,26 @@ def plan(
     rank = {k: v for k, v in recorded.items() if k in fields}
     if seed is not None:
         rank["seed"] = seed
-    scheduler = parse_app_handle(handle).scheduler
+    scheduler = handle.scheduler
     new_cfg: dict[str, CfgVal] = {k: v for k, v in resp.cfg.items() if v is not None}
-    snap = resp.metadata.get("snapshot")
+    snap = resp.snapshot
     cwd = str(rec.get("cwd") or "")
-    if isinstance(snap, Mapping) and snap.get("path") and os.path.isdir(str(snap["path"])):
-        new_cfg["snapshot"] = str(snap["path"])  # the original's code, not today's tree
-    elif scheduler == "local" and cwd and "cwd" not in new_cfg:
+    if snap is not None and not (isinstance(snap, Mapping) and snap.get("path")):
+        raise UsageError(
+            f"{handle} ran from a code snapshot, but its record of it is damaged ({snap!r})",
+            hint=f"`trainlaunch run {rec['component']} ...` runs today's code",
+        )
+    if isinstance(snap, Mapping):  # the original's code, checked whole by the backend (a
+        new_cfg["snapshot"] = str(snap["path"])  # deleted copy is refused, not replaced)
+    elif takes_cwd and cwd and "cwd" not in new_cfg:
         new_cfg["cwd"] = cwd
-    new_cfg.update(cfg or {})
-    record = {**run_record(rec["component"], args, cwd or None), "rerun_of": handle}
+    # a rerun of a snapshot runs the original's code: its code of record is the original's
+    same = (
+        rec.get("code")
+        if isinstance(snap, Mapping) and isinstance(rec.get("code"), Mapping)
+        else None
+    )
+    record = {**run_record(rec["component"], args, cwd or None, same), "rerun_of": str(handle)}
     return RerunPlan(
         component=rec["component"],
         args=args,

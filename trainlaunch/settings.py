@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,7 +60,17 @@ REQUEUE_EXIT_CODE = 75
 # Job's podFailurePolicy turns it into FailJob ("requeues exhausted", docs/kubernetes.md).
 REQUEUES_EXHAUSTED_EXIT_CODE = 76
 
+# --- preflight (docs/preflight.md) ---------------------------------------------------------
+# A node agent whose preflight refused the job exits with this code before any rank started
+# (sysexits' EX_CONFIG: "something was found in an unconfigured or misconfigured state").
+PREFLIGHT_EXIT_CODE = 78
+PREFLIGHT_STORE_PREFIX = "trainlaunch/preflight/"  # its keys in node 0's store (ranks use others)
+
 # --- launcher side ----------------------------------------------------------------------------
+# `trainlaunch torchrun` in the foreground with its stdout or stderr on a terminal:
+# ``PID:TICKS:OUT:ERR`` (the command's pid and start ticks, each stream's terminal or nothing);
+# the node agent gives each rank a pty per such stream and shows it there live (agent/terminal.py)
+TTY = "TRAINLAUNCH_TTY"
 HOME = "TRAINLAUNCH_HOME"  # the local app store, absolute (default: per-user state dir)
 SCHEDULER = "TRAINLAUNCH_SCHEDULER"  # default scheduler for `run`
 CONFIG = "TRAINLAUNCH_CONFIG"  # explicit config file ('' = none)
@@ -72,6 +83,13 @@ GPU_COUNT = (
 # per-rank file ({rank} filled in by the rank) that trainlaunch.rank.heartbeat() touches; the
 # local supervisor's hang watchdog and `status` read its modification time as progress
 HEARTBEAT_PATH = "TRAINLAUNCH_HEARTBEAT_PATH"
+# "1": the node agent turns torch's Flight Recorder on in every rank (set by the backends with
+# hang_timeout; a user may set it too) so hangs name the collective the ranks wait in
+FLIGHT_RECORDER = "TRAINLAUNCH_FLIGHT_RECORDER"
+# per rank, set by the node agent: the unix socket on which the rank serves torch's worker
+# handlers (its Flight Recorder dump); trainlaunch's torch plugin (torch_plugin.py) starts it
+RECORDER_SOCKET = "TRAINLAUNCH_RECORDER_SOCKET"
+RECORDER_BUFFER = 2000  # TORCH_FR_BUFFER_SIZE the agent sets when the user set none
 
 BUILTIN_STRATEGIES: frozenset[str] = frozenset(
     {"all_ranks", "single_rank", "sampled", "first_rank_per_node"}
@@ -83,6 +101,28 @@ DEFAULT_METRICS_FILE = "rank{rank}.jsonl"  # relative name inside a metrics dire
 # when they are too many to list. Written by MetricLogger before any record that uses a name,
 # so `trainlaunch metrics` can read a long file from its end and stop once every name is seen.
 METRIC_NAMES_SUFFIX = ".names"
+
+# --- secrets in an app's environment ----------------------------------------------------------
+# One rule for every place that must keep a variable's value to itself: masked wherever
+# trainlaunch prints it, kept out of argv and of Kubernetes annotations (a Secret holds it).
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|KEY", re.I)
+SECRET_MASK = "********"  # what is shown (and recorded) in place of a secret value
+# A value that is a credential whatever its variable is called (GITHUB_PAT, DATABASE_URL): a
+# URL with a password, or a token with a well-known prefix (GitHub, GitLab, Slack, OpenAI,
+# Hugging Face, npm, PyPI, Google, AWS access key ids).
+SECRET_VALUE = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
+    r"|(?<![A-Za-z0-9])(?:gh[pousr]_|github_pat_|glpat-|xox[abeoprs]-|sk-|hf_|npm_|pypi-|AIza|"
+    r"ya29\.)[A-Za-z0-9_-]{16,}"
+    r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"
+)
+
+
+def is_secret(name: str, value: str = "") -> bool:
+    """Whether env variable ``name`` (set to ``value``) holds a secret: names like *TOKEN*,
+    *SECRET*, *PASSWORD*, *KEY* (anywhere in the name, any case), or a value that looks like
+    a credential (SECRET_VALUE: a URL with a password, a known token prefix)."""
+    return bool(SECRET_NAME.search(name) or (value and SECRET_VALUE.search(value)))
 
 
 def is_builtin_namespace(name: str) -> bool:

@@ -16,6 +16,9 @@ from typing import Any
 
 from trainlaunch.errors import UsageError
 
+# AppDef.metadata key of the run record: {component, args, cwd, code[, rerun_of]} (rerun.py)
+RUN_RECORD_KEY = "trainlaunch_run"
+
 MAX_REPLICAS = 100_000  # no backend runs more (a Kubernetes Indexed Job's completions limit)
 NODE_AGENT = "trainlaunch.agent"  # the module every node-agent replica runs
 NODE_AGENT_ARGS = ("-m", NODE_AGENT)
@@ -80,7 +83,9 @@ class Resource:
 
     cpu: int = 1
     gpu: int = 0
-    memMB: int = 1024  # noqa: N815 (TorchX's spelling, kept for familiarity)
+    # 0: not set, the cluster's default applies (Slurm DefMemPerNode, a Kubernetes LimitRange);
+    # one default for every component (a fixed 1 GiB was too little for real training)
+    memMB: int = 0  # noqa: N815 (TorchX's spelling, kept for familiarity)
     capabilities: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -105,7 +110,7 @@ class Resource:
         return cls(
             cpu=d.get("cpu", 1),
             gpu=d.get("gpu", 0),
-            memMB=d.get("memMB", 1024),
+            memMB=d.get("memMB", 0),
             capabilities=d.get("capabilities") or {},
         )
 
@@ -289,6 +294,40 @@ class AppDef:
             roles=tuple(Role.from_dict(r) for r in d["roles"]),
             metadata=d.get("metadata") or {},
         )
+
+
+SLOT_GROUP = "trainlaunch.slot_group"  # AppDef.metadata key of the app's SlotGroup
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotGroup:
+    """At most ``size`` apps of the group ``name`` run at once; the others wait as PENDING.
+
+    Set on an AppDef with :meth:`tag` (a sweep's ``--max-parallel`` does); a backend that
+    declares ``slot_groups`` honours it (schedulers/api.py Capabilities).
+    """
+
+    name: str
+    size: int
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "slot group")
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
+            raise UsageError(f"slot group {self.name!r}: size must be >= 1, got {self.size!r}")
+
+    def tag(self, app: AppDef) -> AppDef:
+        """A new AppDef in this group."""
+        return app.replace(
+            metadata={**app.metadata, SLOT_GROUP: {"name": self.name, "size": self.size}}
+        )
+
+    @classmethod
+    def of(cls, app: AppDef) -> SlotGroup | None:
+        """The group an AppDef is in, if any."""
+        tag = app.metadata.get(SLOT_GROUP)
+        if not isinstance(tag, Mapping):
+            return None
+        return cls(str(tag.get("name")), tag.get("size"))  # type: ignore[arg-type]
 
 
 _MACRO_RE = re.compile(r"\$\{(img_root|app_id|replica_id|rank0_env)\}")
@@ -496,9 +535,22 @@ class AppDryRunInfo:
     # values drawn at random for this request (app id, seed, port): submitting this request
     # uses them; another dryrun, or a later `run`, draws others (--dryrun shows placeholders)
     drawn: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # For a format that substituting its finished text would break (YAML: a masked value or a
+    # placeholder in a plain scalar, a placeholder that is no valid name): the request as text
+    # with a substitution applied to each of its strings first. None: fmt's text is substituted.
+    fmt_substituted: Callable[[Any, Callable[[str], str]], str] | None = None
 
     def __str__(self) -> str:
         return "\n".join([self.fmt(self.request), *self.notes])
+
+    def text(self, substitute: Callable[[str], str]) -> str:
+        """The request and notes as text, with substitute (masking secrets, placeholders for
+        drawn values) applied to them in a way that keeps the request's format valid."""
+        if self.fmt_substituted is None:
+            body = substitute(self.fmt(self.request))
+        else:
+            body = self.fmt_substituted(self.request, substitute)
+        return "\n".join([body, *map(substitute, self.notes)])
 
 
 from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle  # noqa: E402
@@ -519,6 +571,8 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "RoleStatus",
+    "SLOT_GROUP",
+    "SlotGroup",
     "check_name",
     "is_terminal",
     "macros",

@@ -20,6 +20,7 @@ sys.path.insert(0, str(REPO))
 from bench.harness import Sample, Table, Target, compare, measure, seconds  # noqa: E402
 
 
+@pytest.mark.slow  # 7 s serially on a busy 2-core machine (--durations)
 def test_smoke_run_prints_every_table(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
@@ -38,6 +39,7 @@ def test_smoke_run_prints_every_table(tmp_path: Path) -> None:
         "5. logs",
         "6. MetricLogger",
         "8. supervisor cost",
+        "10. c10d store",
     ):
         assert any(t.startswith(prefix) for t in titles), (prefix, titles)
     assert all(r["result"] in {"PASS", "MISS", "SKIP", "INFO"} for r in rows), rows

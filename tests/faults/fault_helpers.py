@@ -3,13 +3,13 @@
 Everything here works on real processes and the real app store: pids from the records the
 supervisor writes, signal masks from /proc, a tmpfs for a full or read-only disk, and the CLI
 either in a subprocess (tests/conftest.py's ``cli``) or in-process through the one error
-boundary (``trainlaunch.cli.boundary.main``), which is ~50x faster for fuzzing.
+boundary (``trainlaunch.cli.boundary.main``: ``inprocess_cli``, ``run_inprocess``), which is
+~50x faster for fuzzing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import queue
@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CLI, pids_alive, processes_with_env, reap_store, wait_until
+from tests.inprocess import environment, main_in_process
 from trainlaunch.errors import ExitCode
 
 EXIT_CODES = {int(c) for c in ExitCode}
@@ -130,10 +131,14 @@ def wait_catches(pid: int, sig: int, timeout: float = 30.0) -> None:
 
 
 def sleeping(pid: int) -> bool:
-    """True while the process sits in a timed sleep (Python's time.sleep), per its wchan."""
+    """True while the process sits in a timed sleep, per its wchan: Python's time.sleep, or
+    runner/polling.py's nap (sigtimedwait for SIGCHLD, with a timeout)."""
     try:
         with open(f"/proc/{pid}/wchan") as f:
-            return f.read().strip() in ("hrtimer_nanosleep", "do_nanosleep")
+            where = f.read().strip()
+            return where in ("hrtimer_nanosleep", "do_nanosleep") or where.startswith(
+                "do_sigtimedwait"
+            )
     except OSError:
         return False
 
@@ -256,53 +261,22 @@ def tmpfs_home(reaper: CLI) -> Iterator[CLI]:
 
 @contextlib.contextmanager
 def cli_env(home: Path, cwd: Path, extra: Mapping[str, str] | None = None) -> Iterator[None]:
-    """os.environ and cwd as the subprocess CLI fixture has them (restored afterwards)."""
-    saved_env = dict(os.environ)
-    saved_cwd = os.getcwd()
-    saved_handlers = {
-        s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    """os.environ without trainlaunch's variables, a private store and cwd (restored after)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINLAUNCH_", "PET_"))}
+    environ |= {
+        "TRAINLAUNCH_HOME": str(home),
+        "TRAINLAUNCH_CONFIG": "",
+        "XDG_CONFIG_HOME": str(home.parent / "xdg-config"),
+        **(extra or {}),
     }
-    for k in list(os.environ):
-        if k.startswith(("TRAINLAUNCH_", "PET_")):
-            del os.environ[k]
-    os.environ.update(
-        {
-            "TRAINLAUNCH_HOME": str(home),
-            "TRAINLAUNCH_CONFIG": "",
-            "XDG_CONFIG_HOME": str(home.parent / "xdg-config"),
-            **(extra or {}),
-        }
-    )
-    os.chdir(cwd)
-    try:
+    with environment(environ, cwd):
         yield
-    finally:
-        os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(saved_env)
-        for s, h in saved_handlers.items():  # `logs -f` and `run --wait` install handlers
-            signal.signal(s, h)
 
 
 def run_inprocess(argv: Sequence[str]) -> tuple[int, str, str]:
-    """Run the CLI's boundary in this process: (exit code, stdout, stderr)."""
-    from trainlaunch.cli.boundary import main
-
-    # binary-capable streams: `logs` copies files to sys.stdout.buffer
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="replace", newline="")
-    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="replace", newline="")
-    code: Any = None
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(argv))
-        except SystemExit as e:
-            code = e.code
-    assert code is not None, f"boundary.main returned without exiting for {argv!r}"
-    text = []
-    for stream in (out, err):
-        stream.flush()
-        text.append(stream.buffer.getvalue().decode("utf-8", "replace"))  # type: ignore[attr-defined]
-    return int(code), text[0], text[1]
+    """The CLI's boundary in this process (tests/conftest.py): (exit code, stdout, stderr)."""
+    proc = main_in_process(argv)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def check_clean_exit(

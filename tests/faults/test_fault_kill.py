@@ -272,3 +272,29 @@ def test_killed_supervisor_of_plain_replicas_is_unknown_and_wait_says_so(reaper:
     assert "UNKNOWN" in waited.stderr and "Traceback" not in waited.stderr
     listed = json.loads(cli("list", "--json", check=True).stdout)
     assert [r["state"] for r in listed if r["handle"] == handle] == ["UNKNOWN"]
+
+
+def test_supervisor_killed_during_stop_requeue_is_an_error_not_exit_0(reaper: CLI) -> None:
+    """Issue 23 #25: `stop --requeue` exited 0 printing UNKNOWN when the supervisor died
+    while it requeued the app. Now: exit 3 and one line saying what happened and what is left."""
+    cli = reaper
+    got = cli.home.parent / "got-term"
+    handle = cli.run(
+        "--cfg",
+        "max_requeues=1,grace_period=30",
+        "utils.sh",
+        f"trap 'touch {got}' TERM; while true; do sleep 0.05; done",
+    )
+    running_replicas(cli, handle, 1)
+    proc = cli.popen("stop", "--requeue", handle, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(got.exists, what="the replica's SIGTERM (the requeue under way)")
+    kill9(supervisor_pid(cli, handle))
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, (out, err)
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "died during the requeue" in errors[0], err
+    assert "UNKNOWN" in errors[0] and "still running" in errors[0], err
+    assert "Traceback" not in err and out == "", (out, err)
+    cli("stop", handle, check=True)  # what it said to do: nothing is left afterwards
+    assert cli.status(handle)["state"] == "CANCELLED"
+    assert app_processes(handle) == []

@@ -142,7 +142,7 @@ def test_a_reused_pid_is_never_signalled(reaper: CLI, decoy: int, case: str) -> 
 
 def test_boot_id_is_read_from_the_kernel() -> None:
     """The reboot detection needs a boot id; without one every record looks current."""
-    from trainlaunch import store
+    from trainlaunch.node import processes
 
-    assert store.boot_id() == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    assert store.boot_id() != ""
+    assert processes.boot_id() == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert processes.boot_id() != ""

@@ -65,6 +65,21 @@ REFUSED = [
     (["run", "--dryrun", "--export-strategy", "pkg:nonexistent", "utils.echo"], "no module 'pkg'"),
     (["run", "--dryrun", "--export-strategy", "nosuchpkg.sub:x", "utils.echo"], "nosuchpkg"),
     (["wait", "--timeout", "nan", "local://trainlaunch/x-1"], "nan"),
+    # issue 23 #25: accepted without a check (a hang watchdog silently off, requeues < 0, ...)
+    (["run", "--dryrun", "--cfg", "hang_timeout=-1", "utils.echo"], "must be > 0 (leave"),
+    (["run", "--dryrun", "--cfg", "hang_timeout=0", "utils.echo"], "must be > 0 (leave"),
+    (["run", "--dryrun", "--hang-timeout", "0", "utils.echo"], "must be > 0 (leave"),
+    (["run", "--dryrun", "-s", "slurm", "--hang-timeout", "-1", "utils.echo"], "must be > 0"),
+    (["run", "--dryrun", "--cfg", "max_requeues=-5", "utils.echo"], "must be >= 0"),
+    ([*DDP, "--rdzv-endpoint", "::::", "x.py"], "HOST[:PORT] (IPv6: [ADDR]:PORT)"),
+    ([*DDP, "--rdzv-endpoint", "fe80::1", "x.py"], "HOST[:PORT] (IPv6: [ADDR]:PORT)"),
+    ([*DDP, "--rdzv-endpoint", "node0:65536", "x.py"], "HOST[:PORT]"),
+    ([*DDP, "--rdzv-endpoint", ":29400", "x.py"], "HOST[:PORT]"),
+    (
+        ["run", "--dryrun", "-s", "kubernetes", "--cfg", f"termination_grace_period={2**63}"]
+        + ["utils.echo", "--image", "python:3.12"],
+        "0..9223372036854775807 seconds",
+    ),
 ]
 
 
@@ -83,6 +98,8 @@ def test_refused_at_parse_time(home: Path, argv: list[str], needle: str) -> None
         ["run", "--dryrun", "--export-strategy", "json:x", "utils.echo"],  # an installed one
         [*DDP, "--rdzv-backend", "c10d", "--nnodes", "2", "x.py"],
         [*DDP, "--nproc", "1024", "x.py"],
+        [*DDP, "--rdzv-endpoint", "[::1]:29400", "x.py"],  # IPv6 in brackets
+        ["run", "--dryrun", "--cfg", "hang_timeout=0.5,max_requeues=0", "utils.echo"],
         ["wait", "--timeout", "0", "local://trainlaunch/x-1"],  # not found: 4, the value is fine
     ],
 )

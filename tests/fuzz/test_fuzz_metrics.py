@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 from tests.conftest import CLI
 from tests.faults.fault_helpers import app_dir, check_clean_exit
 from tests.fuzz.fuzz_strategies import examples
-from trainlaunch import metrics_reader as mr
+from trainlaunch.metrics import reader as mr
 
 GOOD = [
     {"step": 0, "epoch": 0, "timestamp": "2026-01-01T00:00:00Z", "rank": 1, "loss": 2.0},
@@ -124,6 +126,47 @@ def test_an_endless_line_is_cut_and_counted(fresh: App) -> None:
     assert _latest(fresh)["1"]["step"] == 10
     code, out, _ = fresh.metrics_cmd()
     assert "ignored 1 unparseable or malformed" in out, out
+
+
+def _sparse(path: Path, where: str, size: int = 20 << 30) -> None:
+    """rank1's two good records with a hole of ``size`` (NULs nobody wrote) before, between
+    or after them, as a truncate(2) or a crashed preallocating writer leaves."""
+    first, second = (json.dumps(r) + "\n" for r in GOOD)
+    with open(path, "wb") as f:
+        if where == "before":
+            f.truncate(size)
+            f.seek(size)
+            f.write(b"\n")  # the hole ends a line of its own: damage, counted once
+        f.write(first.encode())
+        if where == "between":
+            f.truncate(size)
+            f.seek(size)
+            f.write(b"\n")
+        f.write(second.encode())
+        if where == "after":
+            f.truncate(f.tell() + size)
+    if os.stat(path).st_blocks * 512 >= 1 << 20:
+        pytest.skip(f"{path.parent} does not keep sparse files (st_blocks counts the hole)")
+
+
+@pytest.mark.parametrize("where", ["before", "between", "after"])
+def test_a_huge_sparse_file_costs_what_was_written(fresh: App, where: str) -> None:
+    """Issue 23 #25: a 20 GiB sparse rank file took ~100 s to read (`metrics`, `--metric`):
+    the holes are skipped (SEEK_DATA), never read, and the values are those of a full read."""
+    _sparse(fresh.metrics / "rank1.jsonl", where)
+    for args in ([], ["--metric", "loss"], ["--json"]):
+        t0 = time.monotonic()
+        code, out, err = fresh.metrics_cmd(*args)
+        took = time.monotonic() - t0
+        assert code == 0, err
+        assert took < 10, f"metrics {args} took {took:.1f}s on a 20 GiB sparse file"
+    latest = _latest(fresh)
+    assert latest["1"]["loss"] == 1.5, latest
+    # the hole is one damaged line (a truncated last line when nothing ends it), as if read
+    damage = "0 unparseable or malformed and 1 truncated" if where == "after" else "1 unparse"
+    for args in ([], ["--metric", "loss"]):
+        code, out, _ = fresh.metrics_cmd(*args)
+        assert f"(ignored {damage}" in out, out
 
 
 @pytest.mark.parametrize(

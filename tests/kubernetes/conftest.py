@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from k8s_fake_apiserver import FakeApiServer  # noqa: E402
+from k8s_fake_apiserver import CRDS, FakeApiServer  # noqa: E402
 from k8s_helpers import write_kubeconfig  # noqa: E402
 
 from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler, create_scheduler  # noqa: E402
@@ -18,8 +18,8 @@ from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler, creat
 
 @pytest.fixture
 def fake_api() -> Iterator[FakeApiServer]:
-    """A running fake API server."""
-    server = FakeApiServer().start()
+    """A running fake API server of a cluster with JobSet, Kubeflow Trainer and Kueue."""
+    server = FakeApiServer(crds=tuple(CRDS)).start()
     yield server
     server.stop()
 

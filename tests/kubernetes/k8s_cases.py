@@ -9,7 +9,9 @@ from k8s_helpers import echo_app
 from components import dist
 from trainlaunch import settings
 from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
-from trainlaunch.schedulers.kubernetes.render import RenderOptions, app_name, render_app
+from trainlaunch.schedulers.kubernetes.names import app_name
+from trainlaunch.schedulers.kubernetes.options import RenderOptions
+from trainlaunch.schedulers.kubernetes.render import render_app
 from trainlaunch.specs import AppDef, Resource, RetryPolicy, Role
 
 SESSION = "tests"

@@ -10,6 +10,7 @@ tests play the Job controller and the kubelet with ``add_pod``, ``set_pod`` and
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import datetime
@@ -36,6 +37,7 @@ _ROUTES = [
         re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps(?:/(?P<name>[^/]+))?$"),
         "configmaps",
     ),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets(?:/(?P<name>[^/]+))?$"), "secrets"),
     (
         re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(?:/(?P<name>[^/]+))?(?P<sub>/log)?$"),
         "pods",
@@ -45,8 +47,29 @@ _KINDS = {
     "jobs": ("Job", "batch/v1", "batch"),
     "services": ("Service", "v1", ""),
     "configmaps": ("ConfigMap", "v1", ""),
+    "secrets": ("Secret", "v1", ""),
     "pods": ("Pod", "v1", ""),
 }
+# Custom resources it can serve once installed (``FakeApiServer(crds=...)``):
+# plural -> (kind, group, served versions (the first is stored), namespaced)
+CRDS: dict[str, tuple[str, str, tuple[str, ...], bool]] = {
+    "jobsets": ("JobSet", "jobset.x-k8s.io", ("v1alpha2",), True),
+    "trainjobs": ("TrainJob", "trainer.kubeflow.org", ("v1alpha1",), True),
+    "clustertrainingruntimes": (
+        "ClusterTrainingRuntime",
+        "trainer.kubeflow.org",
+        ("v1alpha1",),
+        False,
+    ),
+    "workloads": ("Workload", "kueue.x-k8s.io", ("v1beta2", "v1beta1"), True),
+    "localqueues": ("LocalQueue", "kueue.x-k8s.io", ("v1beta2", "v1beta1"), True),
+}
+_CUSTOM = re.compile(
+    r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?:namespaces/(?P<ns>[^/]+)/)?"
+    r"(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?P<sub>/status)?$"
+)
+_KINDS.update({plural: (k, f"{g}/{v[0]}", g) for plural, (k, g, v, _) in CRDS.items()})
+_ACCESS_REVIEW = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _END = object()
 _DROP = object()
 
@@ -102,12 +125,19 @@ class LogSource:
 class FakeApiServer:
     """Start with ``start()``; ``url`` is the server to put in a kubeconfig."""
 
-    def __init__(self, version: str = "1.33") -> None:
+    def __init__(self, version: str = "1.33", crds: tuple[str, ...] = ()) -> None:
         self.version = version
+        # the CRDs installed (plurals of CRDS; versions: all served, or the one given as
+        # 'plural/version'): others answer 404 as on a cluster without them
+        self.crds: dict[str, tuple[str, ...]] = {}
+        for crd in crds:
+            plural, _, version_ = crd.partition("/")
+            self.crds[plural] = (version_,) if version_ else CRDS[plural][2]
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.requests: list[Recorded] = []
         self.logs: dict[tuple[str, str], LogSource] = {}
         self.follow_started: queue.Queue[str] = queue.Queue()
+        self.denied: set[tuple[str, str, str, str]] = set()  # (verb, group, resource, sub)
         self._failures: list[tuple[str, re.Pattern[str], int, str, str]] = []
         self._lock = threading.RLock()
         self._clock = 0
@@ -136,6 +166,25 @@ class FakeApiServer:
 
     # -- what tests do -------------------------------------------------------------------------
 
+    def deny(self, verb: str, resource: str, group: str = "", subresource: str = "") -> None:
+        """RBAC says no to this (SelfSubjectAccessReview answers allowed: false for it)."""
+        self.denied.add((verb, group, resource, subresource))
+
+    def review(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Answer a SelfSubjectAccessReview as the API server's authorizer would."""
+        attrs = (body.get("spec") or {}).get("resourceAttributes") or {}
+        asked = (
+            attrs.get("verb", ""),
+            attrs.get("group", ""),
+            attrs.get("resource", ""),
+            attrs.get("subresource", ""),
+        )
+        allowed = asked not in self.denied
+        status: dict[str, Any] = {"allowed": allowed}
+        if not allowed:
+            status["reason"] = "RBAC: no rule allows it"
+        return {**body, "status": status}
+
     def fail(self, method: str, path_regex: str, code: int, reason: str, message: str) -> None:
         """Answer the next matching request with an error Status."""
         self._failures.append((method, re.compile(path_regex), code, reason, message))
@@ -151,6 +200,25 @@ class FakeApiServer:
         with self._lock:
             return sorted(n for (r, s, n) in self.objects if r == resource and s == ns)
 
+    def delete_cascading(self, resource: str, ns: str, name: str, orphan: bool = False) -> None:
+        """Delete an object and (unless orphan) what it owns, and what that owns: the garbage
+        collector's work, done at once."""
+        with self._lock:
+            obj = self.objects.pop((resource, ns, name))
+            if orphan:
+                return
+            uid = obj["metadata"]["uid"]
+            for (r, s, n), o in list(self.objects.items()):
+                if (r, s, n) in self.objects and any(
+                    ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences", [])
+                ):
+                    self.delete_cascading(r, s, n)
+
+    def set_status(self, resource: str, ns: str, name: str, status: dict[str, Any]) -> None:
+        """What a controller reports in an object's status (JobSet, TrainJob, Workload)."""
+        with self._lock:
+            self.objects[(resource, ns, name)]["status"] = status
+
     def put(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Store an object as if someone created it."""
         with self._lock:
@@ -160,9 +228,13 @@ class FakeApiServer:
             meta.setdefault("creationTimestamp", self._now())
             meta["resourceVersion"] = str(self._tick())
             kind, api_version, _ = _KINDS[resource]
+            if resource == "secrets" and "stringData" in obj:  # write-only: stored as data
+                data = obj.setdefault("data", {})
+                for key, value in obj.pop("stringData").items():
+                    data[key] = base64.b64encode(value.encode()).decode()
             obj.setdefault("kind", kind)
             obj.setdefault("apiVersion", api_version)
-            self.objects[(resource, meta["namespace"], meta["name"])] = obj
+            self.objects[(resource, meta.get("namespace", ""), meta["name"])] = obj
             return copy.deepcopy(obj)
 
     def add_pod(
@@ -272,6 +344,16 @@ class FakeApiServer:
         return None
 
 
+def _invalid(route: re.Match[str], body: Any) -> str:
+    """What the CRD's schema says is wrong with a custom object ('' if nothing): stricter than
+    a real API server, which prunes unknown fields instead of refusing them."""
+    from k8s_schemas import schema_errors
+
+    body = {**body, "apiVersion": f"{route['group']}/{route['version']}"}
+    errors = schema_errors(body)
+    return f"{body.get('kind')}.{route['group']} is invalid: {'; '.join(errors)}" if errors else ""
+
+
 def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
     """A Kubernetes ``Status`` failure body."""
     return {
@@ -336,17 +418,27 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             injected = api._injected(method, url.path)
             if injected:
                 return self._json(injected[0], status_body(*injected))
-            if url.path == "/version":
+            if url.path in ("/version", "/version/"):  # the python client asks with the slash
                 major, minor = api.version.split(".")
                 return self._json(
                     200, {"major": major, "minor": minor, "gitVersion": f"v{api.version}.0"}
                 )
+            if url.path == _ACCESS_REVIEW and method == "POST":
+                return self._json(201, api.review(body))
             for rx, resource in _ROUTES:
                 m = rx.match(url.path)
                 if m:
                     return self._resource(
                         method, resource, m["ns"], m["name"], m.groupdict().get("sub"), query, body
                     )
+            m = _CUSTOM.match(url.path)
+            if m and m["version"] in api.crds.get(m["plural"], ()):
+                _, group, _, namespaced = CRDS[m["plural"]]
+                if m["group"] == group and namespaced == (m["ns"] is not None):
+                    if method == "POST" and m["name"] is None and (errors := _invalid(m, body)):
+                        return self._json(422, status_body(422, "Invalid", errors))
+                    ns = m["ns"] or ""
+                    return self._resource(method, m["plural"], ns, m["name"], m["sub"], query, body)
             self._json(
                 404,
                 status_body(404, "NotFound", "the server could not find the requested resource"),
@@ -384,9 +476,8 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                             f'{plural} "{body["metadata"]["name"]}" already exists',
                         ),
                     )
-                stored = api.put(
-                    resource, {**body, "metadata": {**body["metadata"], "namespace": ns}}
-                )
+                meta = {**body["metadata"], **({"namespace": ns} if ns else {})}
+                stored = api.put(resource, {**body, "metadata": meta})
                 return self._json(201, stored)
             if method == "GET" and name is None:
                 with api._lock:
@@ -417,16 +508,9 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 return self._json(200, obj)
             if method == "DELETE":
                 policy = query.get("propagationPolicy") or (body or {}).get("propagationPolicy")
-                with api._lock:
-                    del api.objects[(resource, ns, name or "")]
-                    if policy in ("Background", "Foreground"):  # else: orphan, the batch/v1 default
-                        uid = obj["metadata"]["uid"]
-                        for key, o in list(api.objects.items()):
-                            if any(
-                                r.get("uid") == uid
-                                for r in o["metadata"].get("ownerReferences", [])
-                            ):
-                                del api.objects[key]
+                # batch/v1 Jobs orphan their pods by default; other kinds cascade (as the GC)
+                orphan = resource == "jobs" and policy not in ("Background", "Foreground")
+                api.delete_cascading(resource, ns, name or "", orphan)
                 return self._json(200, obj)
             self._json(405, status_body(405, "MethodNotAllowed", f"{method} is not supported"))
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
+from tests.inprocess import environment, main_in_process
 from trainlaunch.specs import AppDef, Resource, Role
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "kubernetes"
@@ -72,3 +75,21 @@ def kubelet_expand(text: str, env: dict[str, str]) -> str:
             out.append(text[i])
             i += 1
     return "".join(out)
+
+
+def cli(
+    tmp_path: Path, *args: str, kubeconfig: Path | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`trainlaunch ARGS` with a private home, no config file and KUBECONFIG set (default: a
+    kubeconfig for a server that is not there, namespace 'team'). In-process (tests/inprocess.py):
+    the callers dry-run or read, they start no process."""
+    if kubeconfig is None:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig-cli", "https://127.0.0.1:1")
+    env = {
+        **os.environ,
+        "TRAINLAUNCH_HOME": str(tmp_path / "home"),
+        "TRAINLAUNCH_CONFIG": "",
+        "KUBECONFIG": str(kubeconfig),
+    }
+    with environment(env, cwd or Path.cwd()):
+        return main_in_process(args)

@@ -1,5 +1,10 @@
 """A fake Job controller + kubelet for FakeApiServer: each pod runs as a real local process.
 
+It also plays the JobSet controller (a JobSet's child Jobs and Service, its Completed/Failed
+verdict from theirs; no restarts) and Kubeflow Trainer (a TrainJob's JobSet from its
+ClusterTrainingRuntime, its Complete/Failed verdict), as k8s_controllers.py derives them, and
+leaves suspended objects alone until something (a test playing Kueue) unsuspends them.
+
 At most ``parallelism`` pods of a Job run at once; with ``backoffLimitPerIndex`` each index
 ends on its own (``completedIndexes``/``failedIndexes``) and frees its slot for the next.
 
@@ -11,6 +16,7 @@ the Job kills its processes. Images are ignored: commands run on this machine.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -19,6 +25,7 @@ import subprocess
 import threading
 from typing import Any
 
+from k8s_controllers import jobset_children, trainjob_jobset
 from k8s_fake_apiserver import FakeApiServer
 
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -49,6 +56,8 @@ class FakeKubelet:
         self.next_index: dict[tuple[str, str], int] = {}  # the next completion index to start
         self.indexes: dict[tuple[str, str], tuple[set[int], set[int]]] = {}  # done, failed
         self.max_running: dict[tuple[str, str], int] = {}  # most pods of a Job at once
+        self.ended: set[str] = set()  # pods whose end the kubelet has seen: their slot is free
+        self.made: set[tuple[str, str, str]] = set()  # JobSets/TrainJobs whose children exist
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -65,23 +74,109 @@ class FakeKubelet:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
+            self._controllers()
             jobs = {
                 (ns, name): obj
                 for (kind, ns, name), obj in list(self.api.objects.items())
-                if kind == "jobs"
+                if kind == "jobs" and not obj["spec"].get("suspend")
             }
             for key, job in jobs.items():
-                if key not in self.pods:
-                    self._start_job(key, job)
-                elif key not in self.finished:
-                    self._check_job(key)
+                try:
+                    if key not in self.pods:
+                        self._start_job(key, job)
+                    elif key not in self.finished:
+                        self._check_job(key)
+                except KeyError:  # deleted meanwhile: a real update gets 404 and moves on
+                    if ("jobs", *key) in self.api.objects:
+                        raise
             for key in [k for k in self.pods if k not in jobs]:  # deleted: kill its pods
                 for _, proc in self.pods[key]:
                     self._kill(proc)
                 self.finished.add(key)
 
+    def _controllers(self) -> None:
+        """Trainer and the JobSet controller: make children, report verdicts."""
+        objects = dict(self.api.objects)
+        for (kind, ns, name), obj in objects.items():
+            key = (kind, ns, name)
+            if kind not in ("trainjobs", "jobsets") or obj["spec"].get("suspend"):
+                continue
+            if key not in self.made:
+                if kind == "trainjobs":
+                    runtime = objects.get(
+                        ("clustertrainingruntimes", "", obj["spec"]["runtimeRef"]["name"])
+                    )
+                    if runtime is None:
+                        continue  # Trainer's webhook would have refused it
+                    self.api.put("jobsets", trainjob_jobset(obj, runtime))
+                else:
+                    jobs, service = jobset_children(obj)
+                    for job in jobs:
+                        self.api.put("jobs", job)
+                    if service is not None:
+                        self.api.put("services", service)
+                self.made.add(key)
+            elif kind == "jobsets":
+                self._jobset_verdict(ns, name, obj, objects)
+            else:
+                js = objects.get(("jobsets", ns, name))
+                conditions = (js or {}).get("status", {}).get("conditions") or []
+                done = {"Completed": "Complete", "Failed": "Failed"}
+                verdict = [{**c, "type": done[c["type"]]} for c in conditions if c["type"] in done]
+                if verdict:
+                    self.api.set_status("trainjobs", ns, name, {"conditions": verdict})
+
+    def _jobset_verdict(
+        self, ns: str, name: str, js: dict[str, Any], objects: dict[Any, dict[str, Any]]
+    ) -> None:
+        jobs = [
+            o
+            for (kind, s, _), o in objects.items()
+            if kind == "jobs"
+            and s == ns
+            and any(
+                r.get("uid") == js["metadata"]["uid"]
+                for r in o["metadata"].get("ownerReferences", [])
+            )
+        ]
+        states = [
+            c["type"]
+            for j in jobs
+            for c in (j.get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"
+        ]
+        condition = None
+        if "Failed" in states:
+            exits = [
+                (p.get("status", {}).get("containerStatuses") or [{}])[0]
+                .get("state", {})
+                .get("terminated", {})
+                .get("exitCode")
+                for (kind, s, _), p in objects.items()
+                if kind == "pods"
+                and s == ns
+                and p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == name
+            ]
+            failjobset = 76 in exits and any(  # its rule on the Jobs' FailJob reason
+                "PodFailurePolicy" in r.get("onJobFailureReasons", [])
+                for r in (js["spec"].get("failurePolicy") or {}).get("rules", [])
+            )
+            reason = "FailJobSetFailurePolicyAction" if failjobset else "FailedJobs"
+            condition = {
+                "type": "Failed",
+                "status": "True",
+                "reason": reason,
+                "message": "jobset failed",
+            }
+        elif jobs and states.count("Complete") == len(jobs):
+            condition = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted"}
+        if condition:
+            self.api.set_status("jobsets", ns, name, {"conditions": [condition], "restarts": 0})
+
     def _start_job(self, key: tuple[str, str], job: dict[str, Any]) -> None:
         ns, name = key
+        if not self._secrets_exist(ns, job):
+            return  # the kubelet retries CreateContainerConfigError until the Secret exists
         n = int(job["spec"].get("completions") or 1)
         k = min(n, int(job["spec"].get("parallelism") or n))  # at most k pods at once
         self.pods[key] = [self._start_pod(ns, name, job, index) for index in range(k)]
@@ -97,7 +192,11 @@ class FakeKubelet:
         annotations = self.api.objects[("pods", ns, pod)]["metadata"]["annotations"]
         env: dict[str, str] = {}
         for var in container.get("env") or []:
-            if "valueFrom" in var:  # the downward API: one of the pod's annotations
+            ref = (var.get("valueFrom") or {}).get("secretKeyRef")
+            if ref is not None:  # the Secret's value, as stored (base64), never expanded
+                secret = self.api.objects[("secrets", ns, ref["name"])]
+                env[var["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+            elif "valueFrom" in var:  # the downward API: one of the pod's annotations
                 m = _ANNOTATION.match(var["valueFrom"]["fieldRef"]["fieldPath"])
                 assert m, f"the fake kubelet knows annotation fields only: {var}"
                 env[var["name"]] = annotations.get(m[1], "")
@@ -116,8 +215,19 @@ class FakeKubelet:
         self.pumps[pod] = pump
         return pod, proc
 
+    def _secrets_exist(self, ns: str, job: dict[str, Any]) -> bool:
+        refs = [
+            (e.get("valueFrom") or {}).get("secretKeyRef")
+            for e in job["spec"]["template"]["spec"]["containers"][0].get("env") or []
+        ]
+        return all(("secrets", ns, r["name"]) in self.api.objects for r in refs if r)
+
     def _count(self, key: tuple[str, str]) -> None:
-        self.max_running[key] = max(self.max_running.get(key, 0), self._running(*key))
+        """The most pods of the Job holding a slot at once: started and not yet seen to end.
+        Not the live processes: one that exits before this count (its go file came early,
+        on a loaded machine) held its slot all the same."""
+        held = sum(pod not in self.ended for pod, _ in self.pods.get(key, []))
+        self.max_running[key] = max(self.max_running.get(key, 0), held)
 
     def _running(self, ns: str, name: str) -> int:
         return sum(proc.poll() is None for _, proc in self.pods.get((ns, name), []))
@@ -182,6 +292,7 @@ class FakeKubelet:
         code = proc.wait()
         self.pumps[pod].join(timeout=10)  # every line is in the log before it ends
         self.api.logs[(ns, pod)].close()
+        self.ended.add(pod)
         phase = "Succeeded" if code == 0 else "Failed"
         term = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
         self.api.set_pod(ns, pod, phase, term)

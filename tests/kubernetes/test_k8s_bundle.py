@@ -15,8 +15,8 @@ import pytest
 import tomllib
 
 from trainlaunch.schedulers.kubernetes import bundle
-from trainlaunch.schedulers.kubernetes.checks import MAX_CONFIGMAP_BYTES
 from trainlaunch.schedulers.kubernetes.image import PICK_PYTHON
+from trainlaunch.schedulers.kubernetes.job_checks import MAX_CONFIGMAP_BYTES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,8 +50,9 @@ def test_the_zipapp_is_deterministic_and_fits_a_configmap() -> None:
     assert one == two
     for info in zipfile.ZipFile(io.BytesIO(one)).infolist():
         assert info.date_time == (1980, 1, 1, 0, 0, 0)
-    # measured: about 35 KiB (47 KiB as base64), far below the 1 MiB ConfigMap limit
-    assert len(one) < MAX_CONFIGMAP_BYTES // 8, len(one)
+    # measured: 134 KiB (178 KiB as base64) with the preflight, the store and the late-node
+    # and terminal code; a quarter of the 1 MiB ConfigMap limit leaves the rest for the app
+    assert len(one) < MAX_CONFIGMAP_BYTES // 4, len(one)
 
 
 def test_the_zipapp_runs_without_trainlaunch_installed(pyz: Path, tmp_path: Path) -> None:
@@ -156,4 +157,5 @@ def test_every_agent_module_imports_from_the_zipapp_alone(pyz: Path, tmp_path: P
     )
     r = isolated("-c", code, str(pyz), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert int(r.stdout.split()[0]) == len(list((REPO / "trainlaunch" / "agent").glob("*.py"))) - 1
+    # every module and subpackage of the agent (its own __init__ is the package walked)
+    assert int(r.stdout.split()[0]) == len(list((REPO / "trainlaunch" / "agent").rglob("*.py"))) - 1

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from k8s_cases import render_case
 
-from trainlaunch.schedulers.kubernetes.checks import (
-    MAX_CONFIGMAP_BYTES,
-    check_manifests,
-    configmap_size,
+from trainlaunch.schedulers.kubernetes.checks import check_manifests
+from trainlaunch.schedulers.kubernetes.job_checks import MAX_CONFIGMAP_BYTES, configmap_size
+from trainlaunch.schedulers.kubernetes.syntax import (
     is_label_value,
     is_port_name,
     is_qualified_name,
@@ -115,7 +114,7 @@ MUTATIONS: dict[str, tuple[Callable[[Docs], None], str]] = {
     ),
     "bad service account": (setitem(pod, "serviceAccountName", "Not_OK"), "serviceAccountName"),
     "unknown kind": (
-        lambda d: d.append({"kind": "Secret", "metadata": {"name": "x", "namespace": "team"}}),
+        lambda d: d.append({"kind": "Deployment", "metadata": {"name": "x", "namespace": "team"}}),
         "unexpected kind",
     ),
 }

@@ -21,6 +21,7 @@ from k8s_helpers import TOKEN, echo_app, write_kubeconfig
 from trainlaunch.errors import AppNotFound, SchedulerError, SchedulerUnavailable, UsageError
 from trainlaunch.schedulers.api import Stream
 from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler, create_scheduler
+from trainlaunch.schedulers.kubernetes.logs import LogReader
 from trainlaunch.specs import AppDef, AppState, Role
 
 RUNNING = {"running": {"startedAt": "2030-01-01T00:00:05Z"}}
@@ -67,7 +68,12 @@ def test_namespace_and_context_options(tmp_path: Path, fake_api: FakeApiServer) 
     with pytest.raises(UsageError, match="kube context 'nope' not found"):
         submit(s, context="nope")
     assert create_scheduler("s", kubeconfig=str(kc), namespace="mine").list() == []
-    assert fake_api.requests[-1].path == "/apis/batch/v1/namespaces/mine/jobs"
+    # Jobs, then JobSets and TrainJobs (their CRDs are not installed here: 404, no apps)
+    assert [r.path for r in fake_api.requests[-3:]] == [
+        "/apis/batch/v1/namespaces/mine/jobs",
+        "/apis/jobset.x-k8s.io/v1alpha2/namespaces/mine/jobsets",
+        "/apis/trainer.kubeflow.org/v1alpha1/namespaces/mine/trainjobs",
+    ]
 
 
 def test_status_from_pending_to_succeeded(
@@ -424,6 +430,28 @@ def test_follow_waits_for_the_pod_and_for_its_retry(
     fake_api.set_job_status("team", job, conditions=[{"type": "Failed", "status": "True"}])
     fake_api.logs[("team", second)].close()
     assert out.get(timeout=10) is None
+
+
+def test_follow_reads_a_pod_that_started_and_ended_while_it_looked(
+    k8s: KubernetesScheduler, fake_api: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pod runs to its end after the follower's look for it found none and before its look
+    at the app's state (a sweep point given its slot just then): `logs -f` lost its lines."""
+    app_id = submit(k8s)
+    job = job_of(app_id)
+    terminal = LogReader._terminal
+
+    def pod_ran_meanwhile(reader: LogReader) -> bool:  # the ordering, made explicit
+        if not fake_api.names("pods", "team"):
+            pod = fake_api.add_pod("team", job, 0, "Succeeded", {"terminated": {"exitCode": 0}})
+            fake_api.logs[("team", pod)].write("all of it\n")
+            fake_api.logs[("team", pod)].close()
+            done = [{"type": "Complete", "status": "True"}]
+            fake_api.set_job_status("team", job, conditions=done)
+        return terminal(reader)
+
+    monkeypatch.setattr(LogReader, "_terminal", pod_ran_meanwhile)
+    assert list(k8s.log_iter(app_id, "echo", 0, should_tail=True)) == ["all of it"]
 
 
 def test_unreachable_cluster(tmp_path: Path) -> None:

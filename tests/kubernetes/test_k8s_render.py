@@ -12,18 +12,16 @@ import pytest
 import yaml
 from k8s_cases import CASES, GOLDEN_ZIPAPP, SESSION, render_case
 from k8s_helpers import GOLDEN, echo_app, kubelet_expand
+from k8s_schemas import assert_valid_text
 
 from trainlaunch.errors import UsageError
 from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
 from trainlaunch.schedulers.kubernetes.checks import check_manifests
-from trainlaunch.schedulers.kubernetes.render import (
-    RenderOptions,
-    app_name,
-    kube_text,
-    render_app,
-    role_from_job,
-    to_yaml,
-)
+from trainlaunch.schedulers.kubernetes.names import app_name
+from trainlaunch.schedulers.kubernetes.options import RenderOptions
+from trainlaunch.schedulers.kubernetes.pod import kube_text
+from trainlaunch.schedulers.kubernetes.render import render_app, role_from_job
+from trainlaunch.schedulers.kubernetes.request import to_yaml
 from trainlaunch.specs import AppDef, RetryPolicy, Role
 
 
@@ -60,7 +58,7 @@ def test_golden(case: str) -> None:
 
 def test_dryrun_text_is_exactly_the_request() -> None:
     info = dryrun(echo_app(3))
-    docs = list(yaml.safe_load_all(str(info)))
+    docs = assert_valid_text(str(info))  # YAML, the checks, the schemas
     assert docs == list(info.request.resources)
     assert [d["kind"] for d in docs] == ["Job", "Service"]
     assert re.fullmatch(r"team:echo-[a-z0-9]{5}", info.app_id)
@@ -80,7 +78,8 @@ def test_json_when_pyyaml_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     docs = render(echo_app())
     monkeypatch.setitem(sys.modules, "yaml", None)
     text = to_yaml(docs)
-    assert [json.loads(part) for part in text.split("\n---\n")] == docs
+    assert [json.loads(part) for part in text.split("---\n")[1:]] == docs
+    assert list(yaml.safe_load_all(text)) == docs  # JSON is YAML too
 
 
 @pytest.mark.parametrize(

@@ -8,54 +8,19 @@ supported range is 1.27 (oldest) .. 1.37 (newest).
 from __future__ import annotations
 
 import copy
-import functools
-import importlib.resources
-import json
-import re
 from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
 from k8s_cases import CASES, render_case
 from k8s_helpers import echo_app
-from referencing import Registry, Resource
+from k8s_schemas import SCHEMAS, schema_errors
+from k8s_schemas import assert_valid as assert_valid_from
 
 from trainlaunch.schedulers.kubernetes.backend import KubernetesScheduler
-from trainlaunch.schedulers.kubernetes.render import (
-    NEWEST_VERSION,
-    OLDEST_VERSION,
-    RenderOptions,
-    render_app,
-)
+from trainlaunch.schedulers.kubernetes.options import NEWEST_VERSION, OLDEST_VERSION, RenderOptions
+from trainlaunch.schedulers.kubernetes.render import render_app
 from trainlaunch.specs import AppDef, RetryPolicy, Role
 from trainlaunch.specs import Resource as TlResource
-
-SCHEMAS = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema"
-VERSIONS = [(1, minor) for minor in range(OLDEST_VERSION[1], NEWEST_VERSION[1] + 1)]
-
-
-@functools.cache
-def validator(version: tuple[int, int], kind: str, api_version: str) -> Draft202012Validator:
-    """A cached strict validator for one kind at one Kubernetes version."""
-    folder = SCHEMAS / f"v{version[0]}.{version[1]}.0-local-strict"
-    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    schema = json.loads((folder / f"{kind.lower()}-{group}.json").read_text())
-    definitions = json.loads((folder / "_definitions.json").read_text())
-    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
-    return Draft202012Validator(schema, registry=registry)
-
-
-def schema_errors(doc: dict[str, Any], version: tuple[int, int]) -> list[str]:
-    """Every schema violation of doc at version, as 'path: message'."""
-    v = validator(version, doc["kind"], doc["apiVersion"])
-    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(doc)]
-
-
-def assert_valid_from(docs: list[dict[str, Any]], oldest: tuple[int, int]) -> None:
-    for version in [v for v in VERSIONS if v >= oldest]:
-        for doc in docs:
-            errors = schema_errors(doc, version)
-            assert errors == [], f"{doc['kind']}/{doc['metadata']['name']} at {version}: {errors}"
 
 
 def test_the_schemas_cover_the_supported_range() -> None:
@@ -89,6 +54,15 @@ def variants() -> list[tuple[str, AppDef, dict[str, Any]]]:
         ),
         ("ports", AppDef("r", (role.replace(port_map={"c10d": 29500, "metrics": 9090}),)), {}),
         ("two-roles", AppDef("r", (role, Role("ps", "python", image="i"))), {"rdzv_port": 1234}),
+        ("secrets", AppDef("r", (role.replace(env={"HF_TOKEN": "t", "A_KEY": "k"}),)), {}),
+        ("queued", AppDef("r", (role,)), {"queue": "team-queue"}),
+        ("jobset", AppDef("r", (role, Role("ps", "python", image="i"))), {"api": "jobset"}),
+        (
+            "jobset-1.27",
+            AppDef("r", (role.replace(max_retries=2),)),
+            {"api": "jobset", "server_version": "1.27"},
+        ),
+        ("trainjob", AppDef("r", (role.replace(env={"HF_TOKEN": "t"}),)), {"api": "trainjob"}),
     ]
     opts = {
         "service_account": "sa",

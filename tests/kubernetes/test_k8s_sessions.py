@@ -23,8 +23,10 @@ def test_a_handle_of_another_session_is_not_found(
     with get_runner(kubeconfig=str(kubeconfig)) as runner:
         assert runner.status(handle).state.name == "PENDING"  # any runner reads it by handle
         with pytest.raises(AppNotFound, match="in session 'trainlaunch'") as e:
-            runner.status(f"kubernetes://trainlaunch/{app_id}")
+            runner.describe_app(f"kubernetes://trainlaunch/{app_id}")  # the raising variant
         assert e.value.hint == f"its handle is {handle}"
+        assert runner.status(f"kubernetes://trainlaunch/{app_id}") is None  # the seed's
         with pytest.raises(AppNotFound):
-            runner.cancel(f"kubernetes://trainlaunch/{app_id}")
+            runner.cancel_many([f"kubernetes://trainlaunch/{app_id}"])
+        runner.cancel(f"kubernetes://trainlaunch/{app_id}")  # the seed's: not here, nothing
         assert fake_api.names("jobs", "team")  # the wrong handle stopped nothing

@@ -12,14 +12,15 @@ import pytest
 from test_k8s_schema import assert_valid_from
 
 from tests.conftest import wait_until
-from trainlaunch import sweep_runs, sweeps
 from trainlaunch.errors import UsageError
 from trainlaunch.runner import get_runner
 from trainlaunch.schedulers.kubernetes import sweep as k8s_sweep
 from trainlaunch.schedulers.kubernetes.checks import check_manifests
-from trainlaunch.schedulers.kubernetes.render import RenderOptions
+from trainlaunch.schedulers.kubernetes.options import RenderOptions
 from trainlaunch.settings import RankSettings
 from trainlaunch.specs import AppState
+from trainlaunch.sweeps import grammar as sweeps
+from trainlaunch.sweeps import runs as sweep_runs
 
 
 def test_four_point_sweep_renders_valid_jobs(

@@ -29,6 +29,8 @@ from components import dist
 from trainlaunch import settings
 from trainlaunch.runner import get_runner
 
+pytestmark = pytest.mark.pod_simulation
+
 REPO = Path(__file__).resolve().parents[2]
 # The image has no trainlaunch: the rank library comes from this checkout, as a user's own
 # package would come from the image.

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -34,10 +35,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from k8s_controllers import jobset_children, trainjob_jobset
 from k8s_helpers import kubelet_expand, write_kubeconfig
 
 from components import dist
 from trainlaunch.runner import get_runner
+from trainlaunch.schedulers.kubernetes.trainjob import runtime_manifest
+
+pytestmark = pytest.mark.pod_simulation
 
 REQUIRE = "TRAINLAUNCH_REQUIRE_POD_SIMULATION"  # CI sets it: then a missing unshare fails
 
@@ -66,21 +71,20 @@ dist.all_reduce(t)
 keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
         "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TRAINLAUNCH_METRICS_PATH",
         "TRAINLAUNCH_SEED", "TRAINLAUNCH_REPLICA_ID", "JOB_COMPLETION_INDEX",
-        "TRAINLAUNCH_APP_ID", "TRAINLAUNCH_RANK0_HOST")
+        "TRAINLAUNCH_APP_ID", "TRAINLAUNCH_RANK0_HOST", "HF_TOKEN", "PET_NNODES")
 print("RESULT " + json.dumps({"sum": t.item(), "host": socket.gethostname(),
                               "env": {k: os.environ.get(k) for k in keys}}), flush=True)
 dist.destroy_process_group()
 """
 FAILURES = "batch.kubernetes.io/job-index-failure-count"
 REQUEUES = "batch.kubernetes.io/job-index-ignored-failure-count"
+INDEX = "batch.kubernetes.io/job-completion-index"
 FIELD_PATHS = {  # what the kubelet fills in from the pod (the Job controller sets the index)
-    "metadata.annotations['batch.kubernetes.io/job-completion-index']": lambda pod: pod["index"],
+    f"metadata.annotations['{INDEX}']": lambda pod: pod["index"],
     "metadata.name": lambda pod: pod["name"],
     "metadata.namespace": lambda pod: pod["namespace"],
-    # the controller's per-index counts (backoffLimitPerIndex); an absent annotation reads ''
-    f"metadata.annotations['{FAILURES}']": lambda pod: pod["annotations"].get(FAILURES, ""),
-    f"metadata.annotations['{REQUEUES}']": lambda pod: pod["annotations"].get(REQUEUES, ""),
 }
+_ANNOTATION = re.compile(r"^metadata\.annotations\['([^']+)'\]$")
 
 
 def free_port() -> int:
@@ -108,8 +112,15 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
             text=True,
         ).stdout.strip()
     )
-    # A plain path entry: the .pth files there (the editable trainlaunch) are not processed.
-    (site / "torch_only.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # A plain path entry to this venv's packages less trainlaunch's own: no .pth file there is
+    # processed (the editable finder), and no trainlaunch metadata is seen (its torch.backends
+    # entry point would name a module this image lacks, as in a stock image it does not).
+    stock = root / "site-packages"
+    stock.mkdir()
+    for entry in Path(sysconfig.get_path("purelib")).iterdir():
+        if not entry.name.startswith(("trainlaunch", "__editable__")):
+            (stock / entry.name).symlink_to(entry)
+    (site / "torch_only.pth").write_text(f"{stock}\n")
     workdir = root / "workspace"
     workdir.mkdir()
     (workdir / "train.py").write_text(TRAIN)
@@ -130,12 +141,30 @@ def test_the_image_has_torch_but_not_trainlaunch(image: Path) -> None:
     assert image_python(image, "import components.dist").returncode != 0
 
 
-def pod_env(container: dict[str, Any], pod: dict[str, Any], base: dict[str, str]) -> dict[str, str]:
-    """The container's environment: the runtime's, then the spec's in order, expanded."""
+def pod_env(
+    container: dict[str, Any],
+    pod: dict[str, Any],
+    base: dict[str, str],
+    secrets: dict[str, dict[str, str]] | None = None,
+) -> dict[str, str]:
+    """The container's environment: the runtime's, then the spec's in order, expanded.
+
+    pod["annotations"]: the pod's (its template's and its controllers'; an absent one reads
+    ''); secrets: the app's Secrets' data by name (a value from one is never expanded)."""
     env = dict(base)
     for e in container.get("env", []):
-        if "valueFrom" in e:
-            env[e["name"]] = FIELD_PATHS[e["valueFrom"]["fieldRef"]["fieldPath"]](pod)
+        source = e.get("valueFrom") or {}
+        if "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            env[e["name"]] = (secrets or {})[ref["name"]][ref["key"]]
+        elif "fieldRef" in source:
+            path = source["fieldRef"]["fieldPath"]
+            if path in FIELD_PATHS:
+                env[e["name"]] = FIELD_PATHS[path](pod)
+            else:
+                m = _ANNOTATION.match(path)
+                assert m, f"the simulation does not know field {path}"
+                env[e["name"]] = pod["annotations"].get(m[1], "")
         else:
             env[e["name"]] = kubelet_expand(e["value"], env)
     return env
@@ -180,11 +209,13 @@ def start_pod(
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
     spec = job["spec"]["template"]["spec"]
     (container,) = spec["containers"]
+    template_annotations = (job["spec"]["template"].get("metadata") or {}).get("annotations") or {}
     pod = {
         "index": str(index),
         "name": f"{name}-{index}-abcde",
         "namespace": ns,
-        "annotations": annotations or {},  # what the Job controller set on this pod
+        # the template's, then what the Job controller set on this pod
+        "annotations": {**template_annotations, INDEX: str(index), **(annotations or {})},
     }
     hostname = f"{name}-{index}"
     podroot = root / hostname
@@ -228,7 +259,8 @@ def start_pod(
         "env": [*container["env"], {"name": "JOB_COMPLETION_INDEX", "valueFrom": index_ref}],
     }
     base.update(KUBERNETES_SERVICE_HOST="10.96.0.1", KUBERNETES_SERVICE_PORT="443")
-    env = pod_env(container, pod, base)
+    secrets = {d["metadata"]["name"]: d["stringData"] for d in docs if d["kind"] == "Secret"}
+    env = pod_env(container, pod, base, secrets)
     argv = [kubelet_expand(a, env) for a in container["command"] + container.get("args", [])]
     script = pod_script(mounts, hosts, hostname, image / "workspace")
     exec_line = "exec env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + ' "$@"'
@@ -255,29 +287,8 @@ def start_pod(
     )
 
 
-@pytest.mark.slow
-def test_two_pods_of_a_stock_image_all_reduce(
-    image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")
-    port = free_port()
-    app = dist.ddp(
-        "train.py",
-        image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
-        nnodes="2",
-        nproc_per_node="2",
-    )
-    with get_runner("sim") as runner:
-        info = runner.dryrun(
-            app,
-            "kubernetes",
-            {"kubeconfig": str(kubeconfig), "namespace": "team", "rdzv_port": port},
-        )
-    docs = list(info.request.resources)
-    assert [d["kind"] for d in docs] == ["Job", "ConfigMap", "Service"]
-    job = docs[0]
-    root = tmp_path / "pods"
+def run_pods(docs: list[dict[str, Any]], job: dict[str, Any], image: Path, root: Path) -> list[Any]:
+    """Every replica of `job` as a pod at once; their ranks' RESULT lines, once all exit 0."""
     root.mkdir()
     pods = [start_pod(docs, job, k, image, root) for k in range(job["spec"]["completions"])]
     deadline = time.monotonic() + 180
@@ -290,28 +301,113 @@ def test_two_pods_of_a_stock_image_all_reduce(
                 os.killpg(p.pid, 9)
                 p.wait()
     logs = {f.stem: f.read_text() for f in root.glob("*.log")}
-    assert [p.returncode for p in pods] == [0, 0], logs
-    results = [
+    assert [p.returncode for p in pods] == [0] * len(pods), logs
+    return [
         json.loads(line.split("RESULT ", 1)[1])
         for text in logs.values()
         for line in text.splitlines()
         if "RESULT " in line
     ]
-    assert len(results) == 4, logs
+
+
+def ddp_dryrun(tmp_path: Path, port: int, **cfg: Any) -> list[dict[str, Any]]:
+    """The real dryrun's objects of a 2-node x 2-worker dist.ddp (as `run` would submit them)."""
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")
+    app = dist.ddp(
+        "train.py",
+        image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+        nnodes="2",
+        nproc_per_node="2",
+        env={"HF_TOKEN": "hf_from_the_secret"},
+    )
+    with get_runner("sim") as runner:
+        info = runner.dryrun(
+            app,
+            "kubernetes",
+            {"kubeconfig": str(kubeconfig), "namespace": "team", "rdzv_port": port, **cfg},
+        )
+    return list(info.request.resources)
+
+
+def check_all_reduce(
+    results: list[Any], job: dict[str, Any], port: int, master: str | None = None
+) -> None:
+    """4 ranks of 2 pods summed 1+2+3+4, each with torchrun's env and its pod's identity
+    (master: MASTER_ADDR:MASTER_PORT when not rank 0's DNS name and the rdzv_port)."""
+    assert len(results) == 4, results
     assert {r["sum"] for r in results} == {10.0}  # 1+2+3+4 across both pods
     envs = sorted((r["env"] for r in results), key=lambda e: int(e["RANK"]))
-    rank0_host = (
-        f"{job['metadata']['name']}-0.{job['spec']['template']['spec']['subdomain']}.team.svc"
-    )
+    name, subdomain = job["metadata"]["name"], job["spec"]["template"]["spec"]["subdomain"]
     for rank, e in enumerate(envs):
         assert e["RANK"] == str(rank) and e["WORLD_SIZE"] == "4"
         assert e["LOCAL_RANK"] == str(rank % 2) and e["LOCAL_WORLD_SIZE"] == "2"
         assert e["GROUP_RANK"] == e["TRAINLAUNCH_REPLICA_ID"] == str(rank // 2)
         assert e["JOB_COMPLETION_INDEX"] == str(rank // 2)
-        assert e["MASTER_ADDR"] == rank0_host and e["MASTER_PORT"] == str(port)
+        rank0 = master or f"{name}-0.{subdomain}.team.svc:{port}"
+        assert f"{e['MASTER_ADDR']}:{e['MASTER_PORT']}" == rank0
         assert e["TRAINLAUNCH_METRICS_PATH"] == "/tmp/trainlaunch/metrics/"
         assert e["TRAINLAUNCH_SEED"] and e["TORCHELASTIC_RUN_ID"]
-    assert {r["host"] for r in results} == {f"{job['metadata']['name']}-{k}" for k in (0, 1)}
+        assert e["HF_TOKEN"] == "hf_from_the_secret"  # through its secretKeyRef
+    assert {r["host"] for r in results} == {f"{name}-{k}" for k in (0, 1)}
+
+
+@pytest.mark.slow
+def test_two_pods_of_a_stock_image_all_reduce(
+    image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
+    port = free_port()
+    docs = ddp_dryrun(tmp_path, port)
+    assert [d["kind"] for d in docs] == ["Job", "ConfigMap", "Secret", "Service"]
+    check_all_reduce(run_pods(docs, docs[0], image, tmp_path / "pods"), docs[0], port)
+
+
+@pytest.mark.slow
+def test_a_jobsets_two_pods_all_reduce(
+    image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """api=jobset: the child Job the JobSet controller makes; its pods <js>-<role>-0-<k>,
+    resolvable under the JobSet's own headless Service, rank 0 at <js>-<role>-0-0.<js>."""
+    monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
+    port = free_port()
+    docs = ddp_dryrun(tmp_path, port, api="jobset")
+    assert [d["kind"] for d in docs] == ["JobSet", "ConfigMap", "Secret"]
+    js = {**docs[0], "metadata": {**docs[0]["metadata"], "uid": "jobset-uid"}}
+    (job,), service = jobset_children(js)
+    name = js["metadata"]["name"]
+    assert job["metadata"]["name"] == f"{name}-train-0" and service is not None
+    assert service["metadata"]["name"] == job["spec"]["template"]["spec"]["subdomain"] == name
+    results = run_pods(docs, job, image, tmp_path / "pods")
+    check_all_reduce(results, job, port)
+    assert {r["env"]["TRAINLAUNCH_RANK0_HOST"] for r in results} == {
+        f"{name}-train-0-0.{name}.team.svc"
+    }
+
+
+@pytest.mark.slow
+def test_a_trainjobs_two_pods_all_reduce(
+    image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """api=trainjob on trainlaunch's ClusterTrainingRuntime: the JobSet Trainer makes of it,
+    then its child Job; the trainer runs as the runtime's 'node' with Trainer's PET_* too."""
+    monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
+    port = free_port()
+    docs = ddp_dryrun(tmp_path, port, api="trainjob", runtime="trainlaunch")
+    assert [d["kind"] for d in docs] == ["TrainJob", "ConfigMap", "Secret"]
+    tj = {**docs[0], "metadata": {**docs[0]["metadata"], "uid": "trainjob-uid"}}
+    js = trainjob_jobset(tj, runtime_manifest())
+    js["metadata"]["uid"] = "jobset-uid"
+    (job,), _ = jobset_children(js)
+    name = tj["metadata"]["name"]
+    assert job["metadata"]["name"] == f"{name}-node-0"
+    results = run_pods(docs, job, image, tmp_path / "pods")
+    # Trainer's torch plugin sets PET_MASTER_ADDR/PORT (rank 0's pod, its port 29500), which
+    # the agent reads as torchrun does: for the options the command line does not give
+    check_all_reduce(results, job, port, master=f"{name}-node-0-0.{name}:29500")
+    assert {r["env"]["PET_NNODES"] for r in results} == {"2"}
+    assert {r["env"]["TRAINLAUNCH_RANK0_HOST"] for r in results} == {
+        f"{name}-node-0-0.{name}.team.svc"
+    }
 
 
 @pytest.mark.slow
@@ -319,8 +415,9 @@ def test_a_point_of_a_max_parallel_sweep_runs_its_own_ddp(
     image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Index 1 of a --max-parallel sweep's Indexed Job: point 1's seed, itself as rank 0."""
-    from trainlaunch import sweep_runs, sweeps
     from trainlaunch.settings import RankSettings
+    from trainlaunch.sweeps import grammar as sweeps
+    from trainlaunch.sweeps import runs as sweep_runs
 
     monkeypatch.setenv("TRAINLAUNCH_HOME", str(tmp_path / "home"))
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")

@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 from tests.conftest import CLI, wait_until
+from trainlaunch.agent.node import workers
 
 WORKER = """\
 import os, signal, sys, time
@@ -37,7 +38,9 @@ def test_warning_waits_for_the_workers_handler_and_does_not_stop_it(
         [agent] = [r["pid"] for role in cli.status(handle)["roles"] for r in role["replicas"]]
         os.kill(agent, signal.SIGUSR1)
         wait_until(
-            lambda: "got SIGUSR1: forwarding it to 1 workers" in cli("logs", handle).stdout,
+            lambda: (
+                "got SIGUSR1: forwarding it to 1 worker (a warning:" in cli("logs", handle).stdout
+            ),
             timeout=30,
             what="the agent to get the warning",
         )
@@ -47,3 +50,9 @@ def test_warning_waits_for_the_workers_handler_and_does_not_stop_it(
         cli("stop", handle)
     assert status["state"] == "SUCCEEDED", status
     assert "worker got USR1" in cli("logs", handle, check=True).stdout
+
+
+def test_the_agent_counts_its_workers_in_words() -> None:
+    # issue 22 #22: "forwarding it to all 1 workers"
+    assert [workers(n, every=True) for n in (1, 2)] == ["1 worker", "all 2 workers"]
+    assert [workers(n) for n in (0, 1, 3)] == ["0 workers", "1 worker", "3 workers"]

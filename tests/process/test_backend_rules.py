@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI
+from tests.conftest import CLI, InProcessCLI
 from trainlaunch.errors import UsageError
 from trainlaunch.runner import get_runner
 
@@ -84,7 +84,7 @@ def test_scheduler_params_one_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             create("s", namespace="team")
     # a param of one backend is given to that backend only: local still works
     with get_runner(namespace="team") as runner:
-        assert runner.list("local") == []
+        assert runner.list_apps("local") == []
 
 
 def test_slurm_refuses_since_and_until_like_a_usage_error() -> None:
@@ -95,11 +95,15 @@ def test_slurm_refuses_since_and_until_like_a_usage_error() -> None:
             create_scheduler("s").log_iter("123", "role", 0, **kw)  # refused before any I/O
 
 
-def test_dryrun_shows_the_rank_plan_of_node_agents_only(cli: CLI) -> None:
-    (cli.cwd / "t.py").write_text("")  # the local backend checks that the script exists
-    ddp = cli("run", "--dryrun", "dist.ddp", "--nproc-per-node", "2", "t.py", check=True).stdout
+def test_dryrun_shows_the_rank_plan_of_node_agents_only(inprocess_cli: InProcessCLI) -> None:
+    (inprocess_cli.cwd / "t.py").write_text("")  # the local backend checks that the script exists
+    ddp = inprocess_cli(
+        "run", "--dryrun", "dist.ddp", "--nproc-per-node", "2", "t.py", check=True
+    ).stdout
     assert "[t/0 ranks]" in ddp and "rank 1 (local 1):" in ddp and "WORLD_SIZE=2" in ddp
-    doc = json.loads(cli("run", "--dryrun", "--json", "dist.ddp", "t.py", check=True).stdout)
+    doc = json.loads(
+        inprocess_cli("run", "--dryrun", "--json", "dist.ddp", "t.py", check=True).stdout
+    )
     assert doc["replicas"][0]["node_agent"] is True
-    echo = cli("run", "--dryrun", "utils.echo", check=True).stdout
+    echo = inprocess_cli("run", "--dryrun", "utils.echo", check=True).stdout
     assert "ranks]" not in echo

@@ -89,6 +89,7 @@ def check_training(out_dir: Path, world: int) -> None:
     assert all(r["params"] == results[0]["params"] for r in results)  # DDP kept them in sync
 
 
+@pytest.mark.slow  # 15 s serially on a busy 2-core machine (--durations)
 def test_real_ddp_training_on_4_ranks(tmp_path: Path) -> None:
     node = Node(
         tmp_path,
@@ -107,6 +108,7 @@ def test_real_ddp_training_on_4_ranks(tmp_path: Path) -> None:
     assert node.record()["state"] == "SUCCEEDED"
 
 
+@pytest.mark.slow  # 14 s serially on a busy 2-core machine (--durations)
 def test_real_ddp_training_on_2_nodes_x_2(tmp_path: Path) -> None:
     # two agents as two replicas: node 0's agent hosts the store at the backend's port
     port = str(reserve_port())
@@ -223,6 +225,7 @@ def test_restarts_exhausted(tmp_path: Path) -> None:
     assert [a["attempt"] for a in node.record()["attempts"]] == [0, 1]
 
 
+@pytest.mark.slow  # 6 s serially on a busy 2-core machine (--durations)
 def test_sigterm_mid_training_stops_every_rank(tmp_path: Path) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
@@ -292,6 +295,7 @@ def test_no_rank_outlives_a_sigkilled_agent(tmp_path: Path) -> None:
     wait_until(lambda: not pids_alive(pids), timeout=10, what="ranks to die with the agent")
 
 
+@pytest.mark.slow  # 6 s serially on a busy 2-core machine (--durations)
 def test_two_jobs_started_at_the_same_moment(tmp_path: Path) -> None:
     # one rank each is enough: each job's agent hosts its store on its own free port
     nodes = []
@@ -424,3 +428,34 @@ def test_torchrun_engine_execs_real_torchrun(tmp_path: Path) -> None:
     assert env["TORCHELASTIC_USE_AGENT_STORE"] == "True"  # torchrun's own store
     assert str(node.dir) in env["TORCHELASTIC_ERROR_FILE"]  # logs in the replica's dir
     assert node.record()["engine"] == "torchrun" and node.record()["pid"] == agent_pid
+
+
+@pytest.mark.parametrize("ignore", ["", "IGNORE_INT", "IGNORE_INT,IGNORE_TERM"])
+def test_an_interrupt_goes_to_the_ranks_as_sigint_then_sigterm_then_sigkill(
+    tmp_path: Path, ignore: str
+) -> None:
+    # issue 22 #23: Ctrl-C reached the ranks as SIGTERM, so `except KeyboardInterrupt` never
+    # ran; torchrun forwards SIGINT. Then, after the grace period, SIGTERM; then SIGKILL.
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    env = {"PID_DIR": str(pid_dir), **{k: "1" for k in ignore.split(",") if k}}
+    node = Node(
+        tmp_path, "--nproc-per-node", "2", "--shutdown-timeout", "1", "interrupted.py", env=env
+    )
+    pids = node.pids(pid_dir, 2)
+    node.proc.send_signal(signal.SIGINT)
+    node.proc.send_signal(signal.SIGTERM)  # the launcher's stop, right after: no shortcut
+    rc, out, err = node.wait(timeout=60)
+    assert rc == 128 + signal.SIGINT, err
+    assert "got SIGINT: forwarding it to all 2 workers" in err
+    assert not pids_alive(pids)
+    outs = [node.rank_file(lr, "stdout.log").read_text() for lr in (0, 1)]
+    assert all(f"rank {r} KeyboardInterrupt handled" in o for r, o in enumerate(outs)), outs
+    signals = {w["signal"] for w in node.record()["workers"]}
+    if not ignore:
+        assert signals == {None} and not any("SIGTERM" in o for o in outs)
+    elif ignore == "IGNORE_INT":  # SIGTERM after the grace period
+        assert all(f"rank {r} got SIGTERM" in o for r, o in enumerate(outs)), outs
+    else:
+        assert signals == {"SIGKILL"}
+        assert "SIGKILL" in err

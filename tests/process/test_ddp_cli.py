@@ -26,7 +26,10 @@ def test_success_logs_are_prefixed_per_rank(cli: CLI) -> None:
     handle = cli.run("dist.ddp", "-j", "2", str(FIXTURES / "chatter.py"))
     assert cli.wait(handle)["state"] == "SUCCEEDED"
     logs = cli("logs", handle, check=True).stdout
-    assert "[default0]:out 0 a" in logs and "[default1]:out 1 b" in logs
+    assert "[chatter/0 rank 0] out 0 a" in logs and "[chatter/0 rank 1] out 1 b" in logs
+    assert "[default" not in logs  # one prefix per line: the agent's --tee prefix is read back
+    raw = cli("logs", "--raw", handle, check=True).stdout  # as written
+    assert "[default0]:out 0 a" in raw and "[default1]:err 1" in raw
 
 
 def test_stop_mid_run_cancels_and_no_rank_survives(cli: CLI, tmp_path: Path) -> None:

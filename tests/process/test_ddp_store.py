@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CLI
-from trainlaunch.procs import reserve_port
+from trainlaunch.node.processes import reserve_port
 
 pytest.importorskip("torch")  # the oracle is real torchrun
 
@@ -43,13 +43,15 @@ def finish(procs: list[subprocess.Popen[str]]) -> str:
 
 
 def trainlaunch(cli: CLI, *argv: str) -> str:
-    """`run --wait dist.ddp ...` then the logs of every node."""
-    run = cli("run", "--wait", "dist.ddp", *argv, str(SCRIPT), timeout=180)
-    assert run.returncode == 0, run.stderr
-    handle = run.stdout.strip()
-    return cli("logs", "--raw", handle, check=True).stdout
+    """`run dist.ddp ...` until it ends, then the logs of every node."""
+    handle = cli.run("dist.ddp", *argv, str(SCRIPT))
+    st = cli.wait(handle, timeout=180)
+    logs = cli("logs", "--raw", handle, check=True).stdout
+    assert st["state"] == "SUCCEEDED", f"{st}\n{logs}"
+    return logs
 
 
+@pytest.mark.slow  # 9 s serially on a busy 2-core machine (--durations)
 def test_single_node_two_ranks(cli: CLI) -> None:
     assert READ in finish([torchrun("--nproc-per-node", "2")])
     assert READ in trainlaunch(cli, "--nproc", "2")

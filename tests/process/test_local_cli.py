@@ -8,10 +8,11 @@ import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 
-from tests.conftest import CLI, pids_alive, processes_with_env, wait_until
+from tests.conftest import CLI, InProcessCLI, pids_alive, processes_with_env, wait_until
 
 
 def test_run_returns_handle_and_app_succeeds_with_logs(cli: CLI) -> None:
@@ -59,6 +60,19 @@ def test_wait_exit_codes_and_run_wait(cli: CLI) -> None:
     assert "exit 5" in bad.stderr
     bad = cli("run", "--wait", "--app-exit-code", "utils.sh", "exit 5")
     assert bad.returncode == 5
+
+
+def test_ctrl_c_during_run_wait_stops_the_app_and_says_interrupted_once(cli: CLI) -> None:
+    proc = cli.popen("run", "--wait", "utils.sh", "sleep 60", stdout=PIPE, stderr=PIPE)
+    assert proc.stdout is not None
+    handle = proc.stdout.readline().strip()  # printed at once: the app exists
+    wait_until(lambda: cli.status(handle)["state"] == "RUNNING")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.count("interrupted") == 1, err  # issue 22 #13: it said so twice
+    assert f"interrupted: stopping {handle} ..." in err and f"{handle} stopped" in err
+    assert cli.status(handle)["state"] == "CANCELLED"
 
 
 def test_stop_leaves_no_process_behind(cli: CLI) -> None:
@@ -153,6 +167,7 @@ def test_supervisor_and_replicas_gone_is_ended_unknown_not_running(cli: CLI) -> 
     assert "died" in st["msg"]
 
 
+@pytest.mark.slow  # 9 s serially on a busy 2-core machine (--durations)
 def test_twenty_parallel_runs_get_distinct_intact_records(cli: CLI) -> None:
     with ThreadPoolExecutor(max_workers=20) as pool:
         handles = list(pool.map(lambda i: cli.run("utils.echo", "--msg", f"app{i}"), range(20)))
@@ -173,10 +188,12 @@ def test_describe_records_seed_and_reproduces(cli: CLI) -> None:
     assert "seed=7" in cli("logs", handle, "--raw", check=True).stdout
 
 
-def test_secrets_are_masked_in_describe_and_dryrun(cli: CLI) -> None:
-    out = cli("run", "--dryrun", "utils.sh", "--env", "API_TOKEN=hunter2", "true", check=True)
+def test_secrets_are_masked_in_describe_and_dryrun(cli: CLI, inprocess_cli: InProcessCLI) -> None:
+    out = inprocess_cli(
+        "run", "--dryrun", "utils.sh", "--env", "API_TOKEN=hunter2", "true", check=True
+    )
     assert "hunter2" not in out.stdout and "API_TOKEN=********" in out.stdout
-    shown = cli(
+    shown = inprocess_cli(
         "run",
         "--dryrun",
         "--show-secrets",
@@ -213,16 +230,24 @@ def test_secrets_are_masked_in_describe_and_dryrun(cli: CLI) -> None:
 def test_bad_input_gives_one_line_error_and_exit_code(
     cli: CLI, args: list[str], code: int, needle: str
 ) -> None:
-    t0 = time.monotonic()
-    proc = cli(*args)
-    assert (
-        time.monotonic() - t0 < 2.0
-    )  # the issue asks for 1 s; typically ~0.3 s, slack for CI load
+    proc = cli(*args)  # how fast it fails is measured in bench/ (cli_latency), not here
     assert proc.returncode == code, proc.stderr
+    apps = cli.home / "apps"
+    assert not apps.exists() or not any(apps.iterdir()), "bad input started an app"
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr
     error_lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(error_lines) == 1
+
+
+def test_an_unknown_app_hints_at_another_store(inprocess_cli: InProcessCLI) -> None:
+    proc = inprocess_cli("status", "local://trainlaunch/nope-123")  # issue 22 #16
+    assert proc.returncode == 4, proc.stderr
+    assert f"in {inprocess_cli.env['TRAINLAUNCH_HOME']}/apps" in proc.stderr
+    assert "hint: `trainlaunch list` shows this store's apps; an app started with another " in (
+        proc.stderr
+    )
+    assert "TRAINLAUNCH_HOME is in that store: set TRAINLAUNCH_HOME as it was then" in proc.stderr
 
 
 def test_logs_follow_ends_when_app_ends(cli: CLI) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CLI
 
 SCRIPT = str(Path(__file__).resolve().parents[1] / "fixtures" / "rank" / "seeded_train.py")
@@ -29,6 +31,7 @@ def metrics(cli: CLI, handle: str) -> dict:
     return json.loads(cli("metrics", "--json", "--metric", "local", handle, check=True).stdout)
 
 
+@pytest.mark.slow  # 18 s serially on a busy 2-core machine (--durations)
 def test_seeded_runs_export_from_the_selected_ranks_only(cli: CLI) -> None:
     handles = [launch(cli, 7), launch(cli, 7), launch(cli, 8)]
     for h in handles:

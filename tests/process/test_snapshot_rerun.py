@@ -85,3 +85,26 @@ def test_waiting_app_runs_submitted_code_and_rerun_reproduces_it(cli: CLI, tmp_p
 def test_rerun_of_an_unknown_app_is_not_found(cli: CLI) -> None:
     proc = cli("rerun", "local://trainlaunch/nope-2345678923")
     assert proc.returncode == 4 and proc.stderr.startswith("error: ")
+
+
+def test_rerun_from_another_directory_runs_the_snapshot(cli: CLI, tmp_path: Path) -> None:
+    (cli.cwd / "prog.py").write_text("print('from the snapshot')\n")
+    handle = cli.run("--snapshot", "utils.python", "prog.py")
+    assert cli.wait(handle)["state"] == "SUCCEEDED"
+    elsewhere = tmp_path / "elsewhere"  # no prog.py here: the snapshot holds it (issue 22 #2)
+    elsewhere.mkdir()
+    again = cli("rerun", handle, cwd=elsewhere, check=True).stdout.strip()
+    assert cli.wait(again)["state"] == "SUCCEEDED"
+    assert cli("logs", again, check=True).stdout.endswith("from the snapshot\n")
+
+
+def test_rerun_dryrun_follows_run_dryruns_placeholder_rule(cli: CLI, inprocess_cli: CLI) -> None:
+    handle = cli.run("--seed", "5", "utils.sh", "--env", "API_TOKEN=hunter2", "true")
+    assert cli.wait(handle)["state"] == "SUCCEEDED"
+    first, again = (inprocess_cli("rerun", "--dryrun", handle, check=True) for _ in range(2))
+    assert first.stdout == again.stdout  # issue 22 #6: a new concrete app id each time
+    assert "<app-id: assigned at submission>" in first.stdout and "hunter2" not in first.stdout
+    assert "dryrun of app 'sh' on local: nothing was submitted" in first.stderr
+    assert "seed: 5" in first.stderr  # the original's, kept
+    doc = json.loads(inprocess_cli("rerun", "--dryrun", "--json", handle, check=True).stdout)
+    assert doc["app_id"] == "<app-id: assigned at submission>"

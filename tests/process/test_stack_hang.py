@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CLI, processes_with_env, wait_until
-from trainlaunch.stackdump import Target, dump
+from trainlaunch.stacks.dump import Target, dump
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ddp"
 HANG = FIXTURES / "hang.py"
@@ -80,6 +81,18 @@ def test_hung_rank_stands_out_and_the_watchdog_reports_it(cli: CLI) -> None:
         assert f"ranks 0,2-3: all_reduce at hang.py:{collective_line}" in dump_text
         plain = cli("status", handle, check=True).stdout
         assert "RUNNING (stalled for" in plain and hang["dump"] in plain
+        # torch's Flight Recorder (on with hang_timeout): the collective and the missing rank
+        story = (
+            "ranks 0,2-3 wait in all_reduce #4 (pg 0, 4 B); rank 1 last completed #3 and is "
+            f"at hang.py:{sleep_line}"
+        )
+        assert hang["collectives"]["lines"] == [story], hang["collectives"]
+        assert story in plain and f"# {story}" in dump_text
+        shown = cli("stack", "--collectives", "--summary", handle, check=True).stdout
+        assert shown.splitlines()[0] == story
+        doc = json.loads(cli("stack", "--collectives", "--json", "--rank", "1", handle).stdout)
+        [pg] = doc["collectives"]["groups"]
+        assert pg["waiting"][0]["ranks"] == [0, 2, 3] and pg["behind"][0]["rank"] == 1
     finally:
         cli("stop", handle)
 
@@ -116,6 +129,20 @@ def test_hung_ddp_job_is_restarted_then_stopped_with_no_process_left(cli: CLI) -
         cli("stop", handle)
 
 
+def test_without_the_recorder_stack_says_so_and_shows_the_stacks(cli: CLI) -> None:
+    handle = cli.run("dist.ddp", "--nproc", "2", str(SILENT))
+    try:
+        wait_until(lambda: cli("logs", handle).stdout.count("started") == 2, what="2 ranks")
+        out = cli("stack", "--collectives", "--summary", handle, check=True).stdout.splitlines()
+        assert out[0] == (
+            "flight recorder unavailable (off for this app: --hang-timeout turns it on): "
+            "showing stacks"
+        )
+        assert out[1].startswith("ranks 0-1: ")
+    finally:
+        cli("stop", handle)
+
+
 def test_on_hang_stop_ends_the_app_and_leaves_no_process(cli: CLI) -> None:
     handle = cli.run(
         "--cfg", "hang_timeout=2,on_hang=stop", "dist.ddp", "--nproc", "2", str(SILENT)
@@ -126,11 +153,16 @@ def test_on_hang_stop_ends_the_app_and_leaves_no_process(cli: CLI) -> None:
         assert status["msg"].startswith("hung: no output or metrics from any rank for")
         assert Path(status["hang"]["dump"]).is_file()
         assert status["hang"]["action"] == "stop"
+        assert status["failure"]["kind"] == "stopped"  # docs/failures.md: who stopped it
+        assert status["failure"]["line"].startswith(
+            "stopped by the hang watchdog: no output or metrics from any rank for "
+        )
         wait_until(lambda: not app_pids(handle), timeout=10, what="no process of the app")
     finally:
         cli("stop", handle)
 
 
+@pytest.mark.slow  # 5 s serially on a busy 2-core machine (--durations)
 def test_on_hang_restart_counts_as_a_restart(cli: CLI) -> None:
     handle = cli.run(
         "--cfg",
@@ -159,6 +191,7 @@ def test_on_hang_restart_counts_as_a_restart(cli: CLI) -> None:
         cli("stop", handle)
 
 
+@pytest.mark.slow  # 9 s each serially on a busy 2-core machine (--durations)
 @pytest.mark.parametrize("progress", ["heartbeat", "metrics"])
 def test_a_quiet_job_that_beats_or_logs_metrics_is_never_flagged(cli: CLI, progress: str) -> None:
     handle = cli.run(
@@ -264,3 +297,57 @@ def test_py_spy_dumps_a_live_process_innermost_frame_first(tmp_path: Path) -> No
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_rank_that_is_not_python_says_why_even_with_rust_backtrace(cli: CLI) -> None:
+    # issue 23 #17: RUST_BACKTRACE=1 made py-spy end with a backtrace: `no stack: py-spy: 10: main`
+    handle = cli.run("utils.sleep", "--seconds", "120")
+    try:
+        wait_until(lambda: app_pids(handle), timeout=30, what="the sleeper")
+        reasons = {
+            cli("stack", handle, env={"RUST_BACKTRACE": value}, check=True).stdout
+            for value in ("1", "full", "0")
+        }
+        assert len(reasons) == 1, reasons  # py-spy's reason, whatever RUST_BACKTRACE says
+        [reason] = reasons
+        assert reason.startswith("rank 0: no stack: py-spy: "), reason
+        assert not re.search(r"py-spy: (Error: |\d+: )", reason), reason
+    finally:
+        cli("stop", handle)
+
+
+SLOW_START = FIXTURES / "slow_start.py"
+
+
+def test_a_busy_silent_start_is_not_a_hang_and_a_stopped_hang_says_why_everywhere(
+    cli: CLI,
+) -> None:
+    # issue 22 #8: `import torch` on a loaded machine (silent, busy) for longer than
+    # hang_timeout was taken for a hang; the ranks now start, print, then hang for real
+    handle = cli.run(
+        "--cfg", "hang_timeout=2,on_hang=restart", "dist.ddp", "--max_retries", "1",
+        "--nproc", "2", "--env", "BUSY_S=5", str(SLOW_START),
+    )  # fmt: skip
+    try:
+        proc = cli("wait", handle, timeout=180)
+        logs = cli("logs", handle).stdout
+        # both attempts got through their 5 busy seconds: 2 ranks x 2 attempts said started
+        assert logs.count(" started") == 4, logs
+        status = cli.status(handle)
+        assert status["state"] == "FAILED" and status["hang"]["hangs"] == 2
+        assert [a["reason"] for a in status["attempts"]] == ["hung (restarted)", "hung"]
+        plain = cli("status", handle, check=True).stdout
+        assert "    #1   hung " in plain and "failed" not in plain.split("history:")[1]
+        # wait says why, in the words status uses
+        assert proc.returncode == 1, proc.stderr
+        assert f"message:  {status['msg']}" in plain
+        assert status["msg"].startswith("hung: no output or metrics from any rank for ")
+        assert status["msg"] in proc.stderr, proc.stderr
+    finally:
+        cli("stop", handle)
+
+
+def test_run_help_says_what_counts_as_progress(cli: CLI) -> None:
+    text = " ".join(cli("run", "--help", check=True).stdout.split())
+    assert "no output, metrics or heartbeat from any rank this long" in text
+    assert "Until its first line a rank is starting and its CPU time counts too" in text

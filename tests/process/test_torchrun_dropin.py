@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI, processes_with_env, wait_until
+from tests.conftest import CLI, InProcessCLI, processes_with_env, wait_until
 from tests.process.test_torchrun_launcher_port import free_port, launch
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ddp"
@@ -109,8 +109,8 @@ def test_dropin_refuses_in_torchruns_words(cli: CLI) -> None:
         assert proc.returncode == 2 and words in proc.stderr, proc.stderr
 
 
-def test_dryrun_says_who_starts_the_nodes(cli: CLI) -> None:
-    (cli.cwd / "t.py").write_text("")  # the local backend checks that the script exists
+def test_dryrun_says_who_starts_the_nodes(inprocess_cli: InProcessCLI) -> None:
+    (inprocess_cli.cwd / "t.py").write_text("")  # the local backend checks that the script exists
     ep = ["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:29400"]
     cases = {
         ("--nnodes", "2"): "trainlaunch starts all 2 nodes",
@@ -121,7 +121,7 @@ def test_dryrun_says_who_starts_the_nodes(cli: CLI) -> None:
         ),
     }
     for argv, words in cases.items():
-        text = cli("run", "--dryrun", "dist.ddp", *argv, "t.py", check=True).stdout
+        text = inprocess_cli("run", "--dryrun", "dist.ddp", *argv, "t.py", check=True).stdout
         assert words in text, text
         replicas = len(re.findall(r"^\[t/\d+\]$", text, flags=re.M))  # not the "[t/N ranks]" plans
         assert replicas == (2 if "all 2" in words else 1), text
@@ -294,3 +294,20 @@ def test_every_dropin_command_is_one_node(argv: list[str]) -> None:
 
     app = find_component("dist.ddp").call(ddp_arguments(flags.parse(argv, {}, "torchrun")))
     assert app.roles[0].num_replicas == 1
+
+
+def test_a_handover_to_torchrun_keeps_torchruns_own_log_lines(cli: CLI, tmp_path: Path) -> None:
+    # issue 22 #27: handed over as `python -m torch.distributed.run`, torchrun's logger was
+    # `__main__`'s, outside torch's log format: its warnings lost their `W... run.py:N]` prefix
+    cli.env.pop("OMP_NUM_THREADS", None)  # torchrun warns that it sets it (nproc > 1)
+    script = tmp_path / "hi.py"
+    # one write per line: CI runs unbuffered, and print's two writes of two ranks interleave
+    script.write_text("import sys\nsys.stdout.write('hi\\n')\n")
+    argv = ["--nnodes", "1:2", "--nproc-per-node", "2", "--rdzv-backend", "c10d"]
+    argv += ["--rdzv-conf", "last_call_timeout=1"]  # not 30 s for a second node that never comes
+    proc = cli("torchrun", *argv, "--rdzv-endpoint", f"localhost:{free_port()}", str(script))
+    assert proc.returncode == 0 and proc.stdout.splitlines() == ["hi", "hi"], proc.stderr
+    assert "[trainlaunch] using torchrun: elastic" in proc.stderr  # it was handed over
+    warned = [ln for ln in proc.stderr.splitlines() if "Setting OMP_NUM_THREADS" in ln]
+    assert len(warned) == 1, proc.stderr
+    assert re.match(r"W\d{4} [\d:.]+ +\d+ torch/distributed/run\.py:\d+\] Setting", warned[0])

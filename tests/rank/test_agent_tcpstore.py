@@ -105,6 +105,24 @@ def test_get_blocks_until_another_client_sets_the_key(server: Server) -> None:
         setter.join()
 
 
+def test_barrier(server: Server) -> None:
+    """Store.barrier (torch 2.13's BARRIER query) releases every caller at world_size, times
+    out (and cancels) otherwise."""
+    a, b = server.client(), server.client()
+    a.barrier("alone", 1)
+    other = threading.Thread(target=lambda: b.barrier("pair", 2))
+    other.start()
+    try:
+        a.barrier("pair", 2)
+    finally:
+        other.join(20)
+    assert not other.is_alive()
+    with pytest.raises(dist.DistStoreError, match="barrier timeout"):
+        a.barrier("never", 2, timedelta(milliseconds=200))
+    assert a.add("after", 1) == 1  # the cancelled barrier left the connection usable
+    assert a.get("pair") == b"2"  # the count, as torch's server keeps it
+
+
 def test_reset_forgets_every_key_and_client(server: Server) -> None:
     a = server.client()
     a.set("old", b"1")

@@ -92,7 +92,7 @@ def test_orjson_is_installed_with_trainlaunch() -> None:
 
 
 def test_the_names_sidecar_lists_every_name_before_its_records(tmp_path: Path) -> None:
-    from trainlaunch.metrics_summary import metric_names_of
+    from trainlaunch.metrics.summary import metric_names_of
 
     path = tmp_path / "rank3.jsonl"
     with MetricLogger(path, rank_field=3) as logger:
@@ -106,7 +106,7 @@ def test_the_names_sidecar_lists_every_name_before_its_records(tmp_path: Path) -
 
 
 def test_too_many_names_turn_the_sidecar_off(tmp_path: Path) -> None:
-    from trainlaunch.metrics_summary import metric_names_of
+    from trainlaunch.metrics.summary import metric_names_of
 
     path = tmp_path / "rank0.jsonl"
     with MetricLogger(path, buffer_size=1000) as logger:

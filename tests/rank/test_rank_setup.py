@@ -151,6 +151,7 @@ def test_resolve_metrics_path(template: str | None, expected: str) -> None:
     assert resolve_metrics_path(template, 2) == expected
 
 
+@pytest.mark.slow  # 6 s serially on a busy 2-core machine (--durations)
 def test_setup_under_plain_torchrun(helpers: Any, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(
@@ -174,7 +175,7 @@ def test_setup_under_plain_torchrun(helpers: Any, tmp_path: Path) -> None:
 def test_importing_the_rank_library_and_reader_does_not_import_torch(helpers: Any) -> None:
     code = """
         import sys
-        import trainlaunch.rank, trainlaunch.rank.rng, trainlaunch.metrics_reader
+        import trainlaunch.rank, trainlaunch.rank.rng, trainlaunch.metrics.reader
         print(sorted(m for m in ("torch", "numpy") if m in sys.modules))
     """
     result = helpers.run_child(code)

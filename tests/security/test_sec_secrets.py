@@ -98,3 +98,48 @@ def test_names_with_key_glued_to_another_word_are_masked(cli: CLI) -> None:
     secrets = _secrets(GLUED_KEY_NAMES)
     proc = cli("run", "--dryrun", "utils.sh", *_env_args(secrets), "true", check=True)
     assert _leaks(proc.stdout, secrets) == []
+
+
+# issue 23 #22: values that are credentials whatever their variable is called
+CREDENTIAL_VALUES = {
+    "GITHUB_PAT": "ghp_" + "a1B2c3D4e5" * 4,
+    "DATABASE_URL": "postgres://trainer:pw-{}@db.example.com:5432/runs",
+    "UPSTREAM": "https://bot:{}@git.example.com/org/repo.git",
+    "HUB": "hf_" + "Zx9" * 12,
+    "AWS_ID": "AKIAIOSFODNN7EXAMPL3",
+    "SLACK_HOOK": "xoxb-" + "1234567890-" * 3,
+}
+
+
+def test_values_that_look_like_credentials_are_masked(reaper: CLI) -> None:
+    cli = reaper
+    secrets = {k: v.format(uuid.uuid4().hex) for k, v in CREDENTIAL_VALUES.items()}
+    plain = {"HOMEPAGE": "https://example.com/docs", "NOTE": "sk-learn"}
+    args = ["utils.sh", *_env_args({**secrets, **plain}), "true"]
+    for fmt in ([], ["--json"]):
+        proc = cli("run", "--dryrun", *fmt, *args, check=True)
+        assert _leaks(proc.stdout + proc.stderr, secrets) == [], f"dryrun {fmt} leaks"
+        assert _leaks(proc.stdout, plain) == list(plain), "ordinary values stay visible"
+    handle = cli.run(*args)
+    cli.wait(handle)
+    for fmt in ([], ["--json"]):
+        proc = cli("describe", *fmt, handle, check=True)
+        assert _leaks(proc.stdout + proc.stderr, secrets) == [], f"describe {fmt} leaks"
+        shown = cli("describe", "--show-secrets", *fmt, handle, check=True)
+        assert _leaks(shown.stdout, secrets) == list(secrets)
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [["-s", "local"], ["-s", "slurm"], ["-s", "kubernetes", "--cfg", "namespace=ns"]],
+    ids=["local", "slurm-array", "kubernetes"],
+)
+def test_sweep_dryrun_masks_secrets_as_run_does(inprocess_cli: CLI, backend: list[str]) -> None:
+    # issue 23 #4: sweep --dryrun printed --env secrets in clear text where run --dryrun masks
+    secrets = {**_secrets(["HF_TOKEN", "DB_PASSWORD"]), "GITHUB_PAT": "ghp_" + "q7" * 18}
+    args = ["sweep", "--dryrun", *backend, "--param", "x=1,2,3", "--max-parallel", "2"]
+    args += ["utils.sh", "--image", "python:3.12", *_env_args(secrets), "echo {x}"]
+    for fmt in ([], ["--json"]):
+        proc = inprocess_cli(*args[:2], *fmt, *args[2:], check=True)
+        assert _leaks(proc.stdout + proc.stderr, secrets) == [], f"sweep --dryrun {fmt} leaks"
+        assert "visible-value" in proc.stdout and "********" in proc.stdout

@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,3 +101,22 @@ def wait_for(
                 f"slurm job {job_id} still {st.state.name} after {timeout}s: {st.msg}"
             )
         time.sleep(0.1)
+
+
+def run_cli(cli: Any, *args: str) -> str:
+    """`trainlaunch run -s slurm ARGS` through the CLI; the handle."""
+    handle = cli("run", "-s", "slurm", *args, check=True).stdout.strip()
+    assert handle.startswith("slurm://"), handle
+    return handle
+
+
+def wait_cli(cli: Any, handle: str, timeout: float = 240.0) -> dict[str, Any]:
+    """Poll `status --json` through the CLI until the app is terminal; its document."""
+    from tests.conftest import wait_until
+
+    return wait_until(  # type: ignore[no-any-return]
+        lambda: (s := cli.status(handle))["is_terminal"] and s,
+        timeout=timeout,
+        interval=1.0,
+        what=f"{handle} to end",
+    )

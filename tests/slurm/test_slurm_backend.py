@@ -194,7 +194,7 @@ def test_status_and_logs_from_another_directory_and_tail(
     assert followed == [f"line {i}" for i in range(1, 6)] + ["bye"]
     resp = other.describe(job_id)
     assert resp.state == AppState.SUCCEEDED and resp.app is not None
-    assert resp.metadata["cwd"] == str(tmp_path / "work")
+    assert resp.cwd == str(tmp_path / "work")
     assert Path(resp.metadata["job_dir"]).is_absolute()
     assert list(other.log_iter(job_id, "t", 0, streams="stderr")) == ["bye"]
     assert list(other.log_iter(job_id, "t", 0, regex="line [24]")) == ["line 2", "line 4"]

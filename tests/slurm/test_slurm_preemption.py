@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CLI, wait_until
+from tests.slurm.conftest import run_cli, wait_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 STEPS = Path(__file__).resolve().parents[1] / "fixtures" / "preempt" / "steps.py"
@@ -36,18 +37,11 @@ class Jobs:
 
 
 def _run(cli: CLI, *args: str) -> str:
-    handle = cli("run", "-s", "slurm", *args, check=True).stdout.strip()
-    assert handle.startswith("slurm://"), handle
-    return handle
+    return run_cli(cli, *args)
 
 
 def _wait(cli: CLI, handle: str) -> dict:
-    return wait_until(
-        lambda: (s := cli.status(handle))["is_terminal"] and s,
-        timeout=TIMEOUT_S,
-        interval=1.0,
-        what=f"{handle} to end",
-    )
+    return wait_cli(cli, handle, TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +129,8 @@ def test_a_job_that_ignores_the_warning_ends_timeout(jobs: Jobs) -> None:
     assert "TIMEOUT: the job reached its time limit" in st["msg"]
     assert "warned 20 s before" in st["msg"] and "requested()" in st["msg"]
     assert [a["reason"] for a in st["attempts"]] == ["timeout"]
+    assert st["failure"]["kind"] == "stopped"  # docs/failures.md: who stopped it
+    assert st["failure"]["line"] == "stopped by Slurm at the job's time limit (TIMEOUT)"
 
 
 def test_a_pending_job_runs_the_code_it_was_submitted_with(jobs: Jobs) -> None:

@@ -93,4 +93,5 @@ def test_hang_watchdog_dumps_every_node_then_requeues_then_stops(
     assert [s.split(" at ")[0] for s in rec["summary"]] == ["ranks 0-3: <module>"]
     assert "[n1, n2]" in (job_dir / "hang-1.txt").read_text()
     assert json.loads((job_dir / "hang-2.json").read_text())["groups"][0]["hosts"] == ["n1", "n2"]
-    assert slurm.describe(job_id).metadata["hang"]["action"] == "stop"
+    hang = slurm.describe(job_id).hang
+    assert hang is not None and hang["action"] == "stop"

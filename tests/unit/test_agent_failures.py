@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 from trainlaunch.agent.failures import Failure, error_record, root_cause, summary
@@ -96,7 +97,38 @@ def test_summary_shows_rank_how_and_traceback(tmp_path: Path) -> None:
     root = failure(tmp_path, 1, tail=TRACE)
     text = summary("train.py", root, [failure(tmp_path, 0, code=-15)], 1, 2)
     assert "train.py FAILED (restarts: 1/2)" in text
-    assert "rank 1 (local_rank 1, node 0, pid 1001) exited with code 1" in text
+    host = socket.gethostname()
+    assert f"rank 1 (local_rank 1, node 0, host {host}, pid 1001) exited with code 1" in text
     assert "ValueError: boom" in text and 'File "train.py", line 3' in text
     assert "also failed: rank 0 (local_rank 0) killed by SIGTERM" in text
     assert "<N/A>" not in text
+
+
+def deep_trace(frames: int, noise: int) -> str:
+    """A traceback through `frames` frames (the HF Trainer's are ~40), then teardown noise."""
+    lines = ["[rank1]: Traceback (most recent call last):"]
+    for i in range(frames):
+        lines += [
+            f'[rank1]:   File "trainer.py", line {100 + i}, in step_{i}',
+            f"[rank1]:     step_{i + 1}()",
+        ]
+    lines.append("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    lines += [f"wandb: teardown line {i}" for i in range(noise)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_traceback_far_above_the_end_is_still_the_headline(tmp_path: Path) -> None:
+    text = deep_trace(40, 5)
+    (tmp_path / "stderr.log").write_text(text)
+    tail = "".join(text.splitlines(keepends=True)[-20:])  # the agent keeps 20 lines
+    f = failure(tmp_path, 1, tail=tail)
+    rec = error_record(f)
+    assert rec["message"]["message"] == (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    )
+    trace = rec["message"]["extraInfo"]["py_callstack"]
+    assert trace.startswith("Traceback (most recent call last):") and "step_0" in trace
+    assert "wandb" not in trace  # what came after the exception is not part of it
+    text = summary("train.py", f, [], 0, 0, stopped=[0, 2, 3])
+    assert "  torch.OutOfMemoryError: CUDA out of memory" in text
+    assert text.rstrip().endswith("stopped because of it: ranks 0,2-3")

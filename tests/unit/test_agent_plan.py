@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +12,7 @@ from trainlaunch import settings
 from trainlaunch.agent import flags
 from trainlaunch.agent.dryrun import rank_envs
 from trainlaunch.agent.plan import choose_engine, plan_node
-from trainlaunch.agent.torchrun import torchrun_argv
+from trainlaunch.agent.torchrun import TORCHRUN_ENTRY, torchrun_argv
 from trainlaunch.errors import UsageError
 
 NODE1 = {
@@ -48,6 +50,25 @@ def args(*argv: str, **env: str) -> flags.AgentArgs:
 )
 def test_engine(argv: list[str], engine: str) -> None:
     assert choose_engine(args(*argv))[0] == engine
+
+
+def test_a_c10d_endpoints_hand_over_says_why_as_the_docs_do() -> None:
+    # issue 22 #9: a 127.0.0.1 endpoint across 2 nodes handed over as "external"; ddp.md said
+    # "an endpoint on another host". The rule and the message agree now, and the agent serves
+    # a single node whose endpoint names this machine (its own host name included)
+    c10d = ("--rdzv-backend", "c10d", "--rdzv-endpoint")
+    engine, why = choose_engine(args("--nnodes", "2", *c10d, "127.0.0.1:29511"))
+    assert engine == "torchrun" and "external" not in why and "another host" not in why
+    assert why.startswith("--rdzv-backend c10d across 2 nodes assigns node ranks as the nodes join")
+    engine, why = choose_engine(args(*c10d, "otherhost:29400"))
+    assert (engine, why) == (
+        "torchrun",
+        "--rdzv-endpoint otherhost:29400 is on another host (an external c10d store)",
+    )
+    for here in ("127.0.0.1:29400", "[::1]:29400", f"{os.uname().nodename}:29400"):
+        assert choose_engine(args(*c10d, here))[0] == "agent", here
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "ddp.md").read_text()
+    assert "a c10d rendezvous across several nodes" in " ".join(doc.split())
 
 
 def test_engine_agent_refuses_what_it_cannot_do() -> None:
@@ -169,7 +190,7 @@ def test_rank_envs_torchrun_engine_elastic_ranks_unknown() -> None:
     envs = rank_envs(["--nnodes", "1:2", "--nproc-per-node", "2", "t.py"], NODE1)
     assert [e["rank"] for e in envs] == [None, None]
     assert all(e["engine"] == "torchrun" for e in envs)
-    assert "torch.distributed.run" in envs[0]["launcher"]
+    assert TORCHRUN_ENTRY in envs[0]["launcher"]
 
 
 def test_torchrun_argv_fills_the_backends_rendezvous() -> None:
@@ -179,7 +200,7 @@ def test_torchrun_argv_fills_the_backends_rendezvous() -> None:
         "/logs/r1",
         python="/py",
     )
-    assert argv[:3] == ["/py", "-m", "torch.distributed.run"]
+    assert argv[:3] == ["/py", "-c", TORCHRUN_ENTRY]  # torchrun's console script (issue 22 #27)
     assert "--engine" not in argv
     flat = " ".join(argv)
     assert "--rdzv-endpoint node0:29600" in flat and "--rdzv-id train-abc" in flat

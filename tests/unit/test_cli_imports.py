@@ -31,7 +31,7 @@ def test_cli_paths_stay_light(argv: list[str], tmp_path) -> None:
 def test_import_direction_rank_library_is_isolated() -> None:
     code = (
         "import sys, trainlaunch.cli, trainlaunch.runner, trainlaunch.schedulers.local.backend\n"
-        "print([m for m in sys.modules if m.startswith('trainlaunch.rank')])"
+        "print([m for m in sys.modules if m.split('.')[:2] == ['trainlaunch', 'rank']])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -46,8 +46,8 @@ NOT_FOR_READERS = (
     "tempfile",  # the store is written by writers only
     "difflib",  # "did you mean" is for usage errors
     "traceback",  # --debug and bugs only
-    "trainlaunch.snapshot",
-    "trainlaunch.devices",
+    "trainlaunch.schedulers.snapshot",
+    "trainlaunch.node.devices",
     "trainlaunch.schedulers.slurm.backend",
     "trainlaunch.schedulers.kubernetes.backend",
     "rich",
@@ -71,6 +71,28 @@ def test_reading_commands_start_light(argv: list[str], tmp_path) -> None:
     assert _imported_by(argv, NOT_FOR_READERS, tmp_path) == []
 
 
+# What a detached `run` (issue 26 #3: to the handle <= 1.5x `--help`) need not import, from a
+# directory outside git with no --snapshot, no GPU and no template in the metrics path.
+NOT_FOR_RUN = (
+    "hashlib",  # the code of record hashes a diff only when there is one (OpenSSL: ~3 ms)
+    "tempfile",  # the store names its temporary files itself (tempfile imports random)
+    "random",
+    "string",  # a metrics path with ${app_id} only
+    "click.shell_completion",  # completion only
+    "secrets",
+    "difflib",
+    "traceback",
+    "rich",
+    "trainlaunch.node.devices",
+    "trainlaunch.schedulers.slurm.backend",
+    "trainlaunch.schedulers.kubernetes.backend",
+)
+
+
+def test_a_detached_run_starts_light(tmp_path) -> None:
+    assert _imported_by(["run", "utils.sh", "true"], NOT_FOR_RUN, tmp_path) == []
+
+
 def _imported_by(argv: list[str], modules: Sequence[str], home: Path) -> list[str]:
     """Which of modules a real CLI run of argv has imported when it ends."""
     code = (
@@ -87,6 +109,7 @@ def _imported_by(argv: list[str], modules: Sequence[str], home: Path) -> list[st
         capture_output=True,
         text=True,
         env={"TRAINLAUNCH_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        cwd=home,  # outside any git tree
     )
     loaded: list[str] = json.loads(proc.stderr.strip().splitlines()[-1])
     return loaded

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from trainlaunch import compare
-from trainlaunch import metrics_reader as mr
 from trainlaunch.errors import UsageError
+from trainlaunch.metrics import compare
+from trainlaunch.metrics import reader as mr
 
 
 def _data(losses: list[float], rank: int = 0, t0: float = 100.0) -> mr.MetricsData:
@@ -57,3 +57,27 @@ def test_overlay_chart_legend_and_time_axis() -> None:
     assert "sec 0" in compare.render_overlay(apps, "loss", "time")
     with pytest.raises(UsageError):
         compare.overlay_series(apps, "loss", "wall")
+
+
+def test_chart_styles_colour_by_parameter_values_and_style_by_seed() -> None:
+    # issue 22 #21: the points of one parameter value got unrelated colours
+    def app(handle: str, **params: object) -> compare.AppMetrics:
+        return compare.AppMetrics(handle, params, _data([1.0]))
+
+    apps = [
+        app("a", lr="0.1", seed=1),
+        app("b", lr="0.1", seed=2),
+        app("c", lr="0.01", seed=1),
+        app("d", lr="0.01", seed=2),
+    ]
+    assert compare.chart_styles(apps) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    plain = [app("x", seed=7), app("y", seed=8)]  # no parameters: each app its own colour
+    assert compare.chart_styles(plain) == [(0, 0), (1, 1)]
+
+
+def test_a_log_scale_when_values_span_more_than_three_decades() -> None:
+    assert compare.spans_decades([3.5, 0.1, 4e-8])
+    assert not compare.spans_decades([3.5, 0.01])  # 350x: linear reads fine
+    assert not compare.spans_decades([3.5, 0.0, 4e-8])  # a zero has no place on a log axis
+    assert not compare.spans_decades([-1.0, 1e-9])
+    assert not compare.spans_decades([math.nan, math.inf])

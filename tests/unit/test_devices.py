@@ -1,11 +1,11 @@
-"""One rule counts GPUs for the local backend and the node agent (trainlaunch.devices)."""
+"""One rule counts GPUs for the local backend and the node agent (trainlaunch.node.devices)."""
 
 from __future__ import annotations
 
 import pytest
 
 from trainlaunch.agent.devices import local_nproc
-from trainlaunch.devices import cuda_visible_ids, gpu_count, visible_gpus
+from trainlaunch.node.devices import cuda_visible_ids, gpu_count, visible_gpus
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from trainlaunch.errors import UsageError
-from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle, parse_log_target
+from trainlaunch.handles import (
+    AppHandle,
+    SweepHandle,
+    make_app_handle,
+    parse_app_handle,
+    parse_handle,
+    parse_log_target,
+)
 from trainlaunch.options import runopts
 
 
@@ -113,3 +120,43 @@ def test_resolve_fills_defaults_and_checks_required_and_types() -> None:
         o.resolve({"req": "r", "n": 1.5})
     with pytest.raises(UsageError, match="valid options: flag, items, labels, n, name, rate, req"):
         o.resolve({"req": "r", "zzz": 1})
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("sweep:abcdefghij", SweepHandle("", "", "abcdefghij")),
+        ("local://s/sweep:abcdefghij", SweepHandle("local", "s", "abcdefghij")),
+        ("slurm:///sweep:abcdefghij", SweepHandle("slurm", "trainlaunch", "abcdefghij")),
+        # not a well-formed sweep id: an app id (a Kubernetes namespace may be called "sweep")
+        ("kubernetes://s/sweep:job-1", AppHandle("kubernetes", "s", "sweep:job-1")),
+        ("sweep:ABC", AppHandle("local", "trainlaunch", "sweep:ABC")),
+        ("echo-abc", AppHandle("local", "trainlaunch", "echo-abc")),
+    ],
+)
+def test_one_parser_for_app_and_sweep_handles(text: str, expected: object) -> None:
+    value = parse_handle(text)
+    assert value == expected
+    assert parse_handle(value) is value  # a value is never parsed again
+    assert parse_handle(str(value)) == value  # its text round-trips
+
+
+def test_sweep_handles_print_as_they_are_written() -> None:
+    assert str(SweepHandle("local", "s", "abcdefghij")) == "local://s/sweep:abcdefghij"
+    assert str(SweepHandle("", "", "abcdefghij")) == "sweep:abcdefghij"
+    assert parse_log_target("sweep:abcdefghij/train/0").handle == SweepHandle("", "", "abcdefghij")
+    with pytest.raises(UsageError, match="malformed app handle"):
+        parse_handle("local://s/sweep:abcdefghij/x")
+
+
+def test_choices_are_checked_by_the_schema_and_listed() -> None:
+    o = runopts()
+    o.add("on_hang", str, "after a hang", default="none", choices=("none", "stop", "restart"))
+    assert o.resolve({"on_hang": "stop"})["on_hang"] == "stop"
+    with pytest.raises(UsageError, match="on_hang must be one of none, stop, restart, got 'x'"):
+        o.resolve({"on_hang": "x"})
+    with pytest.raises(UsageError, match="on_hang must be one of"):
+        o.cfg_from_str("on_hang=reboot")
+    assert o.get("on_hang").choices == ("none", "stop", "restart")  # type: ignore[union-attr]
+    with pytest.raises(TypeError, match="not one of its choices"):
+        o.add("x", str, "x", default="b", choices=("a",))

@@ -2,7 +2,8 @@
 
 ``errors <- specs <- settings, store <- resolver, schedulers/* <- runner <- cli/*``; ``rank/*``
 imports only settings, errors and torch/numpy; only ``cli/`` imports click/rich; no backend
-imports ``agent/``; backends do not import each other. Lazy imports (inside functions) count.
+imports ``agent/``, ``sweeps/``, ``cli/`` or another backend. Lazy imports (inside functions)
+count.
 """
 
 from __future__ import annotations
@@ -12,47 +13,51 @@ from pathlib import Path
 
 import pytest
 
+from trainlaunch.schedulers import BUILTIN_SCHEDULERS
+
 REPO = Path(__file__).resolve().parents[2]
 
 # a module may import only from layers strictly below its own (or from its own package)
 LAYERS: dict[str, int] = {
     "errors": 0,
     "handles": 1,  # the handle grammar: part of the nouns, below specs
+    "ranklist": 1,  # the rank-list grammar (0,2-7)
     "options": 1,  # runopts (typed scheduler options): part of the nouns, below specs
     "specs": 2,
     "settings": 3,
+    "diagnosis": 3,  # why a rank or an app failed: pure rules over the facts node/ gathers
     "store": 4,
-    "stacks": 2,  # stack dumps as values (pure)
-    "devices": 4,  # torch-free machine facts (GPUs, CPUs)
-    "stackdump": 4,  # runs py-spy to collect stacks
-    "agent_record": 4,  # agent.json: written by the agent, read by backends
-    "procs": 4,  # process helpers shared by the supervisor and the agent
-    "interleave": 4,  # stdout+stderr lines in arrival order (supervisor and agent)
-    "redact": 4,
-    "metrics_reader": 4,
-    "sweeps": 4,  # a sweep's points (pure grid / random search)
-    "compare": 5,  # several apps' metrics side by side
-    "metrics_summary": 5,  # the latest values per rank, on top of metrics_reader
-    "snapshot": 4,  # the code snapshot a local/Slurm app runs from
-    "rerun": 6,  # an app rebuilt from its record (what the runner reruns)
+    "node": 4,  # what runs on a node: processes, interleaved pipes, devices, agent.json
+    "torch_plugin": 4,  # what torch imports at `import torch` (starts rank/recorder.py)
+    "metrics": 4,  # reading the ranks' metrics files, summaries, comparisons
+    "stacks": 5,  # stacks as values, the py-spy dump, rank progress, the one hang watchdog
+    "preflight": 4,  # fingerprints, their comparison, bandwidth, the verdict (values)
+    "rerun": 7,  # an app rebuilt from its record (what the runner reruns)
     "agent": 5,  # the node agent: the job-side program
     "resolver": 5,
-    "schedulers": 5,
-    "components": 6,  # builtin components build AppDefs (dist.ddp renders the agent's flags)
-    "config": 6,  # reads the scheduler registry's names and aliases
-    "runner": 7,
-    "sweep_runs": 8,  # runs a sweep's points through the runner
-    "cli": 9,
-    "__init__": 10,  # the public API: lazy re-exports
-    "__main__": 10,
+    "schedulers": 6,
+    "logmerge": 6,  # who wrote each log line, lines ranks share merged (reads agent flags)
+    "components": 7,  # builtin components build AppDefs (dist.ddp renders the agent's flags)
+    "config": 7,  # reads the scheduler registry's names and aliases
+    "sweeps": 7,  # a sweep's points and record; the runner plans and submits them (Submitter)
+    "runner": 8,
+    "doctor": 8,  # this machine's checks: store, stacks, preflight, config, the backends' clients
+    "cli": 10,
+    "__init__": 11,  # the public API: lazy re-exports
+    "__main__": 11,
 }
-BACKENDS = {"local", "slurm", "kubernetes"}
+BACKENDS = set(BUILTIN_SCHEDULERS)  # the registry's: a new backend needs no line here
 ONLY_CLI = {"click", "rich"}
 HEAVY = {"torch", "numpy"}
 RANK_MAY_IMPORT = {"settings", "errors", "rank"}
 
+# what a backend never imports: the node agent, the features above it, the CLI
+NOT_FOR_BACKENDS = {"agent", "sweeps", "cli"}
+
 # justified exceptions: (importer, imported) -> why
-EXCEPTIONS: dict[tuple[str, str], str] = {}
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("torch_plugin", "rank"): "torch's plugin hook: imports the rank side only when asked to",
+}
 
 
 def modules() -> list[tuple[str, Path]]:
@@ -164,37 +169,57 @@ def backend_of(name: str) -> str | None:
     )
 
 
+def reason(name: str, imported: str) -> str | None:
+    """Why module name may not import imported (an absolute module name), or None."""
+    layer = LAYERS.get(top(name))
+    ours = imported.startswith("trainlaunch.")
+    target = imported.removeprefix("trainlaunch.")
+    if top(imported) in ONLY_CLI and top(name) != "cli":
+        return f"only cli/ imports {top(imported)}"
+    if top(imported) in HEAVY and top(name) != "rank":
+        return f"only rank/ imports {top(imported)}"
+    if top(name) == "rank" and ours and top(target) not in RANK_MAY_IMPORT:
+        return "rank/ imports only settings and errors"
+    if top(name) == "schedulers" and ours and top(target) in NOT_FOR_BACKENDS:
+        return f"no backend imports {top(target)}/"
+    if backend_of(name) and backend_of(target) and backend_of(name) != backend_of(target):
+        return "a backend does not import another backend"
+    if ours and top(name) != "rank" and top(target) != top(name):
+        want = LAYERS.get(top(target))
+        if layer is None or want is None:
+            return f"layer unknown: add {top(name)!r}/{top(target)!r} to LAYERS"
+        if want >= layer:
+            return f"layer {top(name)} ({layer}) imports {top(target)} ({want})"
+    return None
+
+
 def violations() -> list[str]:
     bad = []
     for name, path in modules():
-        layer = LAYERS.get(top(name))
         for imported in sorted(imports(path, name)):
-            ours = imported.startswith("trainlaunch.")
-            target = imported.removeprefix("trainlaunch.")
-            why = None
-            if top(imported) in ONLY_CLI and top(name) != "cli":
-                why = f"only cli/ imports {top(imported)}"
-            elif top(imported) in HEAVY and top(name) != "rank":
-                why = f"only rank/ imports {top(imported)}"
-            elif top(name) == "rank" and ours and top(target) not in RANK_MAY_IMPORT:
-                why = "rank/ imports only settings and errors"
-            elif top(name) == "schedulers" and ours and top(target) == "agent":
-                why = "no backend imports agent/"
-            elif backend_of(name) and backend_of(target) and backend_of(name) != backend_of(target):
-                why = "a backend does not import another backend"
-            elif ours and top(name) != "rank" and top(target) != top(name):
-                want = LAYERS.get(top(target))
-                if layer is None or want is None:
-                    why = f"layer unknown: add {top(name)!r}/{top(target)!r} to LAYERS"
-                elif want >= layer:
-                    why = f"layer {top(name)} ({layer}) imports {top(target)} ({want})"
-            if why and (name, target) not in EXCEPTIONS:
+            why = reason(name, imported)
+            if why and (name, imported.removeprefix("trainlaunch.")) not in EXCEPTIONS:
                 bad.append(f"{name} -> {imported}: {why}")
     return bad
 
 
 def test_every_module_imports_only_downwards() -> None:
     assert violations() == []
+
+
+@pytest.mark.parametrize(
+    "importer,imported",
+    [
+        ("schedulers.local.backend", "trainlaunch.sweeps.grammar"),
+        ("schedulers.slurm.array", "trainlaunch.cli.output"),
+        ("schedulers.kubernetes.backend", "trainlaunch.schedulers.slurm.render"),
+        ("schedulers.api", "trainlaunch.agent.plan"),
+        ("sweeps.runs", "trainlaunch.runner"),
+    ],
+)
+def test_what_no_backend_imports_is_refused(importer: str, imported: str) -> None:
+    assert reason(importer, imported)
+    assert reason("runner.api", "trainlaunch.sweeps.runs") is None  # the runner plans sweeps
 
 
 def test_the_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
@@ -212,6 +237,12 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted({top(n) for n, _ in modules()} - {"rank"}))
 def test_every_top_level_module_has_a_layer(name: str) -> None:
     assert name in LAYERS
+
+
+def test_the_top_level_holds_the_nouns_and_the_api_only() -> None:
+    # issue 21: at most 12 flat modules; a feature is a package (sweeps/, metrics/, stacks/...)
+    flat = sorted(p.stem for p in (REPO / "trainlaunch").glob("*.py"))
+    assert len(flat) <= 12, flat
 
 
 # justified (or not yet fixed) cycles: frozenset of modules -> why

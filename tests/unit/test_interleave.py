@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainlaunch.interleave import MAX_PENDING, Combined, Pump, open_log
+from trainlaunch.node.interleave import MAX_PENDING, Combined, Pump, open_log
 from trainlaunch.schedulers.logfiles import stream_files
 
 

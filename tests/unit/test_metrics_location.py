@@ -3,20 +3,25 @@ what each backend adds (the Kubernetes one says in one line what is possible).""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 
 from trainlaunch.errors import UsageError
+from trainlaunch.metrics.location import recorded_path, require
 from trainlaunch.schedulers import get_scheduler
-from trainlaunch.schedulers.api import DescribeAppResponse, recorded_metrics_path
+from trainlaunch.schedulers.api import DescribeAppResponse
 from trainlaunch.specs import AppDef, AppState, AppStatus, Role
 
 
-def resp(path: str | None, app_id: str = "42", **metadata: Any) -> DescribeAppResponse:
+def resp(
+    path: str | None, app_id: str = "42", cwd: str | None = None, **metadata: Any
+) -> DescribeAppResponse:
     meta = {"trainlaunch": {"metrics_path": path}} if path else {}
     app = AppDef("a", (Role("r", "true"),), metadata=meta)
-    return DescribeAppResponse(app_id, AppStatus(AppState.SUCCEEDED), app, metadata=metadata)
+    status = AppStatus(AppState.SUCCEEDED)
+    return DescribeAppResponse(app_id, status, app, metadata=metadata, cwd=cwd)
 
 
 @pytest.mark.parametrize(
@@ -29,13 +34,20 @@ def resp(path: str | None, app_id: str = "42", **metadata: Any) -> DescribeAppRe
     ],
 )
 def test_slurm_and_local_read_the_recorded_path(path: str, cwd: str | None, expect: str) -> None:
-    meta = {"cwd": cwd} if cwd else {}
     for backend in ("local", "slurm"):
-        assert get_scheduler(backend, "s").metrics_location(resp(path, **meta)) == expect
+        assert get_scheduler(backend, "s").metrics_location(resp(path, cwd=cwd)) == expect
+
+
+def test_every_backend_and_the_cli_read_one_rule() -> None:
+    # a Kubernetes app without a metrics record used to fall back to a rule of the CLI's own,
+    # which took a relative path from wherever `trainlaunch metrics` ran and skipped ``~``
+    for path, expect in (("m/{rank}.jsonl", "/w/m/*.jsonl"), ("~/m/", os.path.expanduser("~/m/"))):
+        for backend in ("local", "slurm", "kubernetes"):
+            assert get_scheduler(backend, "s").metrics_location(resp(path, cwd="/w")) == expect
 
 
 def test_nothing_recorded_is_none() -> None:
-    assert recorded_metrics_path(resp(None)) is None
+    assert recorded_path("42", resp(None).app, {}) is None
     assert get_scheduler("local", "s").metrics_location(resp(None, cwd="/w")) is None
 
 
@@ -65,3 +77,10 @@ def test_kubernetes_with_a_pvc_mounted_here() -> None:
 
 def test_kubernetes_apps_without_a_record_fall_back() -> None:
     assert get_scheduler("kubernetes", "s").metrics_location(resp(None, "team:a-1")) is None
+
+
+def test_an_app_without_a_metrics_path_is_a_usage_error_that_says_what_to_pass() -> None:
+    with pytest.raises(UsageError, match="app 42 recorded no metrics path") as e:
+        require("42", get_scheduler("local", "s").metrics_location(resp(None)))
+    assert "--path" in (e.value.hint or "")
+    assert require("42", "/m/") == "/m/"

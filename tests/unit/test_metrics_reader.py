@@ -1,4 +1,4 @@
-"""trainlaunch.metrics_reader: parsing, per-rank views and the ASCII chart (pure functions)."""
+"""trainlaunch.metrics.reader: parsing, per-rank views and the ASCII chart (pure functions)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainlaunch.errors import UsageError
-from trainlaunch.metrics_reader import (
+from trainlaunch.metrics.reader import (
     MetricsData,
     find_metric_files,
     latest_values,

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainlaunch import metrics_reader as mr
 from trainlaunch import settings as tl_settings
 from trainlaunch.errors import UsageError
-from trainlaunch.metrics_summary import file_latest, lines_backwards, read_latest
+from trainlaunch.metrics import reader as mr
+from trainlaunch.metrics.summary import file_latest, lines_backwards, read_latest
 
 NAMES = ["loss", "lr", "val_loss", "tok/s"]
 VALUES = st.one_of(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainlaunch.schedulers.progress import RankProgress, duration, progress_rows, stall_message
+from trainlaunch.diagnosis.values import duration
+from trainlaunch.stacks.progress import RankProgress, progress_rows, stall_message
 
 NOW = 1_000_000.0
 

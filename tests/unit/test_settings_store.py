@@ -11,6 +11,7 @@ import pytest
 
 from trainlaunch import settings, store
 from trainlaunch.errors import StoreError, UsageError
+from trainlaunch.node import processes
 from trainlaunch.specs import AppDef, Role
 
 
@@ -99,6 +100,6 @@ def test_app_ids_are_unique_and_safe() -> None:
 
 def test_process_identity() -> None:
     me = os.getpid()
-    assert store.same_process_alive(me, store.start_ticks(me), store.boot_id())
-    assert not store.same_process_alive(me, (store.start_ticks(me) or 0) + 1)
-    assert not store.same_process_alive(me, None, "another-boot")
+    assert processes.same_process_alive(me, processes.start_ticks(me), processes.boot_id())
+    assert not processes.same_process_alive(me, (processes.start_ticks(me) or 0) + 1)
+    assert not processes.same_process_alive(me, None, "another-boot")

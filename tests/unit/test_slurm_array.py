@@ -12,6 +12,7 @@ import pytest
 
 from tests.unit.test_slurm_script_exec import fakes  # noqa: F401 (the fake srun/scontrol)
 from trainlaunch import settings
+from trainlaunch.errors import SchedulerError
 from trainlaunch.schedulers import get_scheduler
 from trainlaunch.schedulers.slurm.backend import SlurmArrayRequest, SlurmScheduler
 from trainlaunch.schedulers.slurm.status import (
@@ -242,8 +243,8 @@ def test_stopping_one_element_leaves_the_others_running(
 
 def test_an_array_script_over_slurms_size_limit_is_not_an_array(tmp_path: Path) -> None:
     sched = _scheduler(tmp_path)
-    big = "x" * (1024 * 1024)  # 5 points x 1 MiB of arguments: over the 4 MiB default
-    infos = _infos(sched, [[_role(big + str(i))] for i in range(5)], "/j/${app_id}", [1] * 5)
+    big = "x" * 100_000  # 45 points x 100 KB of arguments (each one exec can take): > 4 MiB
+    infos = _infos(sched, [[_role(big + str(i))] for i in range(45)], "/j/${app_id}", [1] * 45)
     reason = sched.submit_array_dryrun(infos, None)
     assert isinstance(reason, str) and "over Slurm's default max_script_size of 4 MiB" in reason
 
@@ -267,3 +268,22 @@ def test_elements_slurmctld_forgot_are_read_from_the_arrays_sacct_rows(
         AppState.CANCELLED,
     ]
     assert {r.app_id: r.state for r in sched.list()}["900_2"] == AppState.CANCELLED
+
+
+def test_an_element_scontrol_says_is_not_found_on_stdout_is_read_from_sacct(
+    fake_array: tuple[SlurmScheduler, Path], tmp_path: Path
+) -> None:
+    # slurmctld purged element 900_0 (MinJobAge): scontrol exits 1 with `Job 900_0 not found`
+    # on stdout and nothing on stderr (issue 22 #1); every answer of sacct must be asked then
+    sched, _ = fake_array
+    for name, body in {
+        "scontrol": 'echo "Job $4 not found"; exit 1',
+        "sacct": 'while [ $# -gt 0 ]; do [ "$1" = -j ] && ids=$2; shift; done\n'
+        'case ",$ids," in *,900_0,*) echo "900_0|pt|COMPLETED|0:0|n1" ;; esac',
+    }.items():
+        (tmp_path / "bin" / name).write_text("#!/bin/bash\n" + body + "\n")
+    assert sched.status("900_0").state == AppState.SUCCEEDED
+    (tmp_path / "bin" / "scontrol").write_text("#!/bin/bash\nexit 1\n")  # says nothing at all
+    with pytest.raises(SchedulerError) as e:
+        sched.status("900_1")
+    assert str(e.value) == "scontrol failed: exit status 1"  # never an empty message

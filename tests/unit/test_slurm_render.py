@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from components.utils import python
+from tests.conftest import InProcessCLI
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.schedulers import get_scheduler
 from trainlaunch.schedulers.slurm.backend import SlurmScheduler
-from trainlaunch.schedulers.slurm.render import shell_word, slurm_runopts
+from trainlaunch.schedulers.slurm.render import render_script, shell_word, slurm_runopts
 from trainlaunch.specs import AppDef, Resource, Role
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"
@@ -251,3 +253,58 @@ def test_reserved_words_and_assignments_are_never_bare_commands() -> None:
     for entrypoint in ("time", "if", "A=b"):
         script = str(scheduler().submit_dryrun(AppDef("x", [Role("r", entrypoint)]), {}))
         assert f"\ntrainlaunch_cmd=('{entrypoint}')\n" in script
+
+
+def test_one_memory_default_for_every_component_not_set() -> None:
+    # issue 22 #11: specs.Resource's 1 GiB went into every user component's script as --mem,
+    # where dist.ddp asked for none; one default for all: not set (the cluster's)
+    assert Resource().memMB == 0 and Resource.from_dict({}).memMB == 0
+    user = AppDef("mine", [Role("train", "python3", ("train.py",), num_replicas=2)])
+    builtin = python("-c", "pass")
+    for app in (user, builtin):
+        script = str(scheduler().submit_dryrun(app, {"snapshot": "off"}))
+        assert "--mem" not in script, script
+    asked = AppDef("mine", [Role("train", "python3", resource=Resource(memMB=2048))])
+    assert "#SBATCH --mem=2048M" in str(scheduler().submit_dryrun(asked, {"snapshot": "off"}))
+
+
+def test_an_argument_no_exec_could_take_is_refused_when_rendered() -> None:
+    """Issue 23 #21: over the kernel's limit for one argument (128 KiB with its NUL), the job
+    would fail on the node (`Argument list too long`, 126); 100 KB is fine (tests/slurm)."""
+    at_limit = Role("long", "echo", ("x" * (128 * 1024 - 1),))
+    scheduler().submit_dryrun(AppDef("long", [at_limit]), {"snapshot": "off"})
+    over = Role("long", "echo", ("short", "x" * (128 * 1024)))
+    with pytest.raises(UsageError, match=r"argument 2 of role 'long' is 131072 bytes"):
+        scheduler().submit_dryrun(AppDef("long", [over]), {"snapshot": "off"})
+    env = Role("long", "echo", (), env={"BIG": "x" * (128 * 1024)})
+    with pytest.raises(UsageError, match=r"env BIG of role 'long' is 131076 bytes"):
+        scheduler().submit_dryrun(AppDef("long", [env]), {"snapshot": "off"})
+
+
+def test_dryrun_shows_the_replica_script_with_secrets_masked(inprocess_cli: InProcessCLI) -> None:
+    """Issue 23 #2: the replica script now reaches its tasks as a file, and the dry run still
+    shows it (in the batch script's here-document), secrets masked by the one rule."""
+    env = {"HF_TOKEN": "tok-" + "3a" * 12, "DATABASE_URL": "postgres://u:pw-" + "5c" * 8 + "@h/x"}
+    proc = inprocess_cli(
+        "run", "-s", "slurm", "--dryrun", "--no-snapshot", "utils.sh",
+        "--env", ",".join(f"{k}={v}" for k, v in env.items()), "--", "echo hi",
+        check=True,
+    )  # fmt: skip
+    assert "export HF_TOKEN=********" in proc.stdout
+    assert "export DATABASE_URL=********" in proc.stdout
+    assert "trainlaunch_cmd=(bash -c 'echo hi')" in proc.stdout  # what runs is shown
+    assert 'bash "$trainlaunch_job_dir/.role0.sh" &' in proc.stdout  # and how it runs
+    assert not any(v in proc.stdout + proc.stderr for v in env.values())
+    assert "pw-" + "5c" * 8 not in proc.stdout
+
+
+@pytest.mark.parametrize("role", ["metrics", "snapshot", "attempts", "result", "hang-3.json"])
+def test_a_role_named_as_a_job_dir_entry_is_refused(role: str) -> None:
+    # a script named metrics.py names its role "metrics": its replicas' directory
+    # <job dir>/metrics/0 would be the job's metrics directory
+    app = AppDef("a", roles=(Role(name=role, image="/", entrypoint="true"),))
+    with pytest.raises(UsageError, match=f"role name '{role}' is taken on Slurm") as e:
+        render_script(app, slurm_runopts().resolve({}, "slurm"), "s", "/jobs/${app_id}")
+    assert e.value.hint is not None and "--name APP/ROLE" in e.value.hint
+    fine = AppDef("a", roles=(Role(name=f"{role}x", image="/", entrypoint="true"),))
+    assert render_script(fine, slurm_runopts().resolve({}, "slurm"), "s", "/jobs/${app_id}")

@@ -25,6 +25,7 @@ from trainlaunch.specs import AppDef, AppState, Role, macros
 JOB_ID = "4242"
 FAKE_SRUN = r"""#!/bin/bash
 # srun [--opt=...]... CMD...: CMD once per task (own session), SIGTERM stops every task
+printf '%s\0' srun "$@" >>"${FAKE_SRUN_ARGV:-/dev/null}"  # its command line, as ps shows it
 ntasks=1
 while [[ $1 == --* ]]; do [[ $1 == --ntasks=* ]] && ntasks=${1#*=}; shift; done
 pids=()
@@ -77,6 +78,7 @@ def run_batch(
         "SLURM_JOB_ID": JOB_ID,
         "SLURM_JOB_NODELIST": "node[0-1]",
         "FAKE_REQUEUES": str(tmp / "requeues"),
+        "FAKE_SRUN_ARGV": str(tmp / "srun-argv"),
         "HOME": os.environ.get("HOME", "/root"),
     }
     return subprocess.run(
@@ -143,15 +145,44 @@ def test_torture_arguments_and_env_arrive_byte_for_byte(tmp_path: Path, fakes: P
     )
     proc = run_batch(AppDef("torture", [role]), tmp_path, fakes)
     assert proc.returncode == 0, proc.stderr
+    ports = set()
     for k in (0, 1):
         argv, env = dumped(tmp_path, "t", k)
         assert argv == [*TORTURE, f"--id={JOB_ID}/{k}"]
         assert env["ODD"] == odd and env["EMPTY"] == ""
         assert env["TRAINLAUNCH_APP_ID"] == JOB_ID and env["TRAINLAUNCH_REPLICA_ID"] == str(k)
         assert env["TRAINLAUNCH_RANK0_HOST"] == "node0"
-        assert env["TRAINLAUNCH_RDZV_PORT"] == str(20000 + int(JOB_ID) % 10000)
+        ports.add(env["TRAINLAUNCH_RDZV_PORT"])
         assert env["TRAINLAUNCH_REPLICA_LOG_DIR"] == str(tmp_path / "jobs" / JOB_ID / "t" / str(k))
     assert not list(tmp_path.rglob("pwned")) and not Path("pwned").exists()
+    # one rendezvous port for every replica: a free one the batch host chose, not the job id's
+    (port,) = ports
+    assert port.isdigit() and 0 < int(port) < 65536, port
+    assert int(port) != 20000 + int(JOB_ID) % 10000
+
+
+def test_secrets_and_a_100kb_argument_reach_the_replicas_but_no_command_line(
+    tmp_path: Path, fakes: Path
+) -> None:
+    """Issue 23 #2, #21: the replica script reaches srun's tasks as a 0600 file; before, it
+    was srun's argument (`bash -c BODY`): public, and over 128 KiB an exec error (126)."""
+    import random
+
+    rng = random.Random(21)
+    long = "".join(rng.choice("abcdefghij c'\"$`\\\n;|&*日本☃") for _ in range(100_000))
+    assert 100_000 < len(long.encode()) < 128 * 1024  # what one exec argument may be
+    env = {"HF_TOKEN": "tok-" + "9f" * 12, "DATABASE_URL": "postgres://u:pw-" + "7e" * 8 + "@h/db"}
+    role = Role("t", str(fakes / "dump"), (long,), num_replicas=2, env={**env, "ODD": long})
+    proc = run_batch(AppDef("long", [role]), tmp_path, fakes)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for k in (0, 1):
+        argv, got = dumped(tmp_path, "t", k)
+        assert argv == [long] and got["ODD"] == long
+    srun_argv = (tmp_path / "srun-argv").read_bytes().decode()
+    assert srun_argv.count("srun\0") == 1 and len(srun_argv) < 1000, srun_argv[:300]
+    assert not any(v in srun_argv for v in env.values())
+    body = tmp_path / "jobs" / JOB_ID / ".role0.sh"
+    assert (body.stat().st_mode & 0o777) == 0o600 and env["HF_TOKEN"] in body.read_text()
 
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=40)

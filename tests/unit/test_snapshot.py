@@ -1,4 +1,4 @@
-"""trainlaunch.snapshot: what is copied, from git or a plain directory, and where it runs."""
+"""trainlaunch.schedulers.snapshot: what is copied, from git or a plain directory, and where it runs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainlaunch import snapshot
 from trainlaunch.errors import UsageError
+from trainlaunch.schedulers import snapshot
 
 
 def _git(root: Path, *args: str) -> None:

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from trainlaunch.stacks import (
+from trainlaunch.ranklist import RankRanges
+from trainlaunch.stacks.values import (
     Frame,
     RankStack,
     ThreadStack,
@@ -110,8 +111,29 @@ def test_rank_lists(ranks: list[int], text: str) -> None:
 def test_bad_rank_lists_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="not a rank or range"):
         parse_rank_list(bad)
+    with pytest.raises(ValueError, match="not a rank or range"):
+        RankRanges(bad)
+
+
+def test_a_huge_range_costs_what_the_app_has() -> None:
+    # issue 23 #10: `stack --rank 0-99999999999` grew until MemoryError
+    assert parse_rank_list("0-99999999999,5", world=4) == frozenset({0, 1, 2, 3})
+    assert parse_rank_list("7-99999999999", world=4) == frozenset()
+    asked = RankRanges("1,3-99999999999")
+    assert 1 in asked and 10**10 in asked and 0 not in asked and 2 not in asked
+    assert asked.beyond(8) == "8-99999999999" and RankRanges("0-3").beyond(8) == ""
 
 
 def test_output_that_is_not_py_spy_json_is_an_error() -> None:
     with pytest.raises(ValueError, match="no JSON"):
         parse_pyspy_json("Error: failed to find python interpreter")
+
+
+def test_srun_label_pieces_are_put_back_together_per_task() -> None:
+    from trainlaunch.schedulers.slurm.stacks import task_outputs
+
+    # srun --label cuts each task's long line into 1 KiB pieces and interleaves the tasks'
+    one, two = '[{"rank": 0, "x": "' + "a" * 1500 + '"}]', '[{"rank": 2, "y": " b"}]'
+    pieces = [f"0: {one[:1024]}", f"1: {two}", f"0: {one[1024:]}"]
+    assert sorted(task_outputs("\n".join(pieces) + "\n")) == sorted([one, two])
+    assert task_outputs(" 3: [] \n") == ["[] "]  # ten tasks or more: a padded label

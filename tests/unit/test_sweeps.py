@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from trainlaunch import sweeps
 from trainlaunch.errors import UsageError
+from trainlaunch.sweeps import grammar as sweeps
 
 
 def test_grid_times_seeds_in_order() -> None:
@@ -37,13 +37,35 @@ def test_seeds_only_sweep() -> None:
         "lr=1:0",
         "lr=0:1:cubic",
         "lr=0:1:log",
-        "lr=a:b",
         "lr=1:inf",
     ],
 )
 def test_bad_params_are_usage_errors(text: str) -> None:
     with pytest.raises(UsageError):
         sweeps.parse_param(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("t=00:10:00", ("00:10:00",)),  # a time, not a range (it was refused)
+        ("ep=host:80,host:81", ("host:80", "host:81")),
+        ("lr=a:b", ("a:b",)),
+        ("x= a , b ", (" a ", " b ")),  # byte for byte: no whitespace stripped
+        ("x=a\\,b,c", ("a,b", "c")),  # \, is a comma inside a value
+        ("x=1\\:2", ("1:2",)),  # \: keeps a numeric pair a value
+        ("x=a\\\\,c\\d", ("a\\", "c\\d")),  # \\ is a backslash; other \ stay
+    ],
+)
+def test_values_are_taken_as_written_with_a_quoting_rule(
+    text: str, values: tuple[str, ...]
+) -> None:
+    # issue 23 #20: values were stripped, a value with ':' taken as a range, no way to a comma
+    param = sweeps.parse_param(text)
+    assert not param.is_range and param.values == values
+    points = sweeps.expand([param])
+    args = sweeps.substitute(["--v={" + param.name + "}"], points[0].values())
+    assert args == [f"--v={values[0]}"]
 
 
 @pytest.mark.parametrize("text", ["1,x", "1,1", "-1", "2147483648"])
@@ -71,7 +93,7 @@ def test_nothing_or_too_much_to_sweep() -> None:
     with pytest.raises(UsageError, match="nothing to sweep"):
         sweeps.expand([])
     with pytest.raises(UsageError, match="at most"):
-        sweeps.expand([sweeps.parse_param("a=" + ",".join(map(str, range(1001))))])
+        sweeps.expand([sweeps.parse_param("a=" + ",".join(map(str, range(sweeps.MAX_POINTS + 1))))])
     with pytest.raises(UsageError, match="twice"):
         sweeps.expand([sweeps.parse_param("a=1"), sweeps.parse_param("a=2")])
     with pytest.raises(UsageError, match="clashes"):

@@ -1,11 +1,11 @@
-"""``--nproc-per-node auto|cpu|gpu`` without torch (devices counted by trainlaunch.devices)."""
+"""``--nproc-per-node auto|cpu|gpu`` without torch (devices counted by trainlaunch.node.devices)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from trainlaunch.devices import cpu_count, gpu_count
 from trainlaunch.errors import UsageError
+from trainlaunch.node.devices import cpu_count, gpu_count
 
 
 def local_nproc(value: str, environ: Mapping[str, str]) -> int:

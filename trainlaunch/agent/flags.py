@@ -54,54 +54,169 @@ def _f(dest: str, opts: str, kind: Kind, default: Any, **kw: Any) -> Flag:
 
 # Order, spellings, kinds and defaults as in torch 2.13's torch/distributed/run.py.
 FLAGS: tuple[Flag, ...] = (
-    _f("nnodes", "--nnodes", "str", "1:1", help="nodes: N or MIN:MAX"),
+    _f("nnodes", "--nnodes", "str", "1:1", help="number of nodes, N or MIN:MAX (elastic)"),
     _f(
         "nproc_per_node",
         "--nproc-per-node --nproc_per_node",
         "str",
         "1",
-        help="workers per node: an integer or auto, cpu, gpu, xpu",
+        help="workers per node: an integer, or auto, cpu, gpu, xpu (one per device)",
     ),
-    _f("rdzv_backend", "--rdzv-backend --rdzv_backend", "str", "static"),
-    _f("rdzv_endpoint", "--rdzv-endpoint --rdzv_endpoint", "str", ""),
-    _f("rdzv_id", "--rdzv-id --rdzv_id", "str", "none"),
-    _f("rdzv_conf", "--rdzv-conf --rdzv_conf", "str", ""),
-    _f("standalone", "--standalone", "bool", False),
-    _f("max_restarts", "--max-restarts --max_restarts", "int", 0),
-    _f("monitor_interval", "--monitor-interval --monitor_interval", "float", 0.1),
+    _f(
+        "rdzv_backend",
+        "--rdzv-backend --rdzv_backend",
+        "str",
+        "static",
+        help="rendezvous backend: static, c10d, etcd, etcd-v2",
+    ),
+    _f(
+        "rdzv_endpoint",
+        "--rdzv-endpoint --rdzv_endpoint",
+        "str",
+        "",
+        help="rendezvous endpoint, HOST:PORT",
+    ),
+    _f(
+        "rdzv_id", "--rdzv-id --rdzv_id", "str", "none", help="the job's id, the same on every node"
+    ),
+    _f(
+        "rdzv_conf",
+        "--rdzv-conf --rdzv_conf",
+        "str",
+        "",
+        help="more rendezvous settings, K=V,K=V (join_timeout, last_call_timeout, ...)",
+    ),
+    _f(
+        "standalone",
+        "--standalone",
+        "bool",
+        False,
+        help="one node: a local c10d rendezvous on a free port (the --rdzv-* values are ignored)",
+    ),
+    _f(
+        "max_restarts",
+        "--max-restarts --max_restarts",
+        "int",
+        0,
+        help="restarts of the node's workers before the job fails",
+    ),
+    _f(
+        "monitor_interval",
+        "--monitor-interval --monitor_interval",
+        "float",
+        0.1,
+        help="seconds between checks of the workers",
+    ),
     _f(
         "start_method",
         "--start-method --start_method",
         "str",
         "spawn",
         choices=("spawn", "fork", "forkserver"),
+        help="how the workers are started (multiprocessing's start method)",
     ),
-    _f("event_log_handler", "--event-log-handler --event_log_handler", "str", "null"),
-    _f("role", "--role", "str", "default"),
-    _f("module", "-m --module", "bool", False),
-    _f("no_python", "--no-python --no_python", "bool", False),
-    _f("run_path", "--run-path --run_path", "bool", False),
-    _f("log_dir", "--log-dir --log_dir", "str", None),
-    _f("redirects", "-r --redirects", "str", "0"),
-    _f("tee", "-t --tee", "str", "0"),
-    _f("local_ranks_filter", "--local-ranks-filter --local_ranks_filter", "str", ""),
+    _f(
+        "event_log_handler",
+        "--event-log-handler --event_log_handler",
+        "str",
+        "null",
+        help="a registered torchelastic event handler",
+    ),
+    _f("role", "--role", "str", "default", help="the workers' role name"),
+    _f("module", "-m --module", "bool", False, help="SCRIPT is a module, run as python -m"),
+    _f(
+        "no_python",
+        "--no-python --no_python",
+        "bool",
+        False,
+        help="run SCRIPT itself, not with python (a binary or a shell script)",
+    ),
+    _f(
+        "run_path",
+        "--run-path --run_path",
+        "bool",
+        False,
+        help="run SCRIPT (an absolute path) with runpy.run_path in the worker's interpreter",
+    ),
+    _f(
+        "log_dir",
+        "--log-dir --log_dir",
+        "str",
+        None,
+        help="directory for the workers' log files (a subdirectory per run)",
+    ),
+    _f(
+        "redirects",
+        "-r --redirects",
+        "str",
+        "0",
+        help="workers' streams into files: 0 none, 1 stdout, 2 stderr, 3 both; or "
+        "per local rank, 0:1,1:2",
+    ),
+    _f(
+        "tee",
+        "-t --tee",
+        "str",
+        "0",
+        help="as --redirects, and also on the console, lines prefixed [default0]:",
+    ),
+    _f(
+        "local_ranks_filter",
+        "--local-ranks-filter --local_ranks_filter",
+        "str",
+        "",
+        help="show only these local ranks' lines on the console, 0,1,2",
+    ),
     _f(
         "duplicate_stdout_filters",
         "--duplicate-stdout-filters --duplicate_stdout_filters",
         "list",
         (),
+        help="also copy stdout lines that contain one of these words to a file, a,b",
     ),
     _f(
         "duplicate_stderr_filters",
         "--duplicate-stderr-filters --duplicate_stderr_filters",
         "list",
         (),
+        help="the same for stderr",
     ),
-    _f("node_rank", "--node-rank --node_rank", "int", 0),
-    _f("master_addr", "--master-addr --master_addr", "str", "127.0.0.1"),
-    _f("master_port", "--master-port --master_port", "int", None),
-    _f("local_addr", "--local-addr --local_addr", "str", None),
-    _f("logs_specs", "--logs-specs --logs_specs", "str", None, env=False),
+    _f(
+        "node_rank",
+        "--node-rank --node_rank",
+        "int",
+        0,
+        help="this node's rank (static rendezvous only)",
+    ),
+    _f(
+        "master_addr",
+        "--master-addr --master_addr",
+        "str",
+        "127.0.0.1",
+        help="rank 0's host (static rendezvous only)",
+    ),
+    _f(
+        "master_port",
+        "--master-port --master_port",
+        "int",
+        None,
+        help="rank 0's port (static rendezvous only; default 29500)",
+    ),
+    _f(
+        "local_addr",
+        "--local-addr --local_addr",
+        "str",
+        None,
+        help="this node's address for the others (default: its host name)",
+    ),
+    _f(
+        "logs_specs",
+        "--logs-specs --logs_specs",
+        "str",
+        None,
+        env=False,
+        help="a torchrun.logs_specs entry point that decides where logs go",
+    ),
     _f(
         "numa_binding",
         "--numa-binding --numa_binding",
@@ -109,15 +224,29 @@ FLAGS: tuple[Flag, ...] = (
         None,
         env=False,
         choices=("node", "socket", "exclusive", "core-complex"),
+        help="bind each worker to the CPUs near its GPU",
     ),
     _f(
         "signals_to_handle",
         "--signals-to-handle --signals_to_handle",
         "str",
         "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+        help="signals forwarded to the workers (add SIGUSR1,SIGUSR2 for Slurm)",
     ),
-    _f("shutdown_timeout", "--shutdown-timeout --shutdown_timeout", "int", None),
-    _f("virtual_local_rank", "--virtual-local-rank --virtual_local_rank", "bool", False),
+    _f(
+        "shutdown_timeout",
+        "--shutdown-timeout --shutdown_timeout",
+        "int",
+        None,
+        help="seconds the workers have to stop before SIGKILL (default 30)",
+    ),
+    _f(
+        "virtual_local_rank",
+        "--virtual-local-rank --virtual_local_rank",
+        "bool",
+        False,
+        help="LOCAL_RANK=0 in every worker, each seeing only its own GPU",
+    ),
     # trainlaunch's own: which engine runs this node (docs/ddp.md)
     _f(
         "engine",
@@ -129,7 +258,39 @@ FLAGS: tuple[Flag, ...] = (
         help="auto: the torch-free agent when it can, else torchrun",
     ),
 )
-BY_DEST: Mapping[str, Flag] = {f.dest: f for f in FLAGS}
+# trainlaunch's own, which `run --preflight` inserts into every node agent's argv
+# (agent/request.py; docs/preflight.md): no dist.ddp parameter, never handed to torchrun.
+PREFLIGHT_FLAGS: tuple[Flag, ...] = (
+    _f("preflight", "--preflight", "bool", False, env=False, help="check every node first"),
+    _f(
+        "preflight_match",
+        "--preflight-match",
+        "list",
+        (),
+        env=False,
+        help="what every node must share (default: all of it)",
+    ),
+    _f(
+        "preflight_slow_factor",
+        "--preflight-slow-factor",
+        "float",
+        None,
+        env=False,
+        help="a node this many times slower than the others fails (0: report only; "
+        "default: 2 for NCCL, gloo only reported)",
+    ),
+    _f(
+        "preflight_timeout",
+        "--preflight-timeout",
+        "float",
+        300.0,
+        env=False,
+        help="seconds the nodes have to meet and pass",
+    ),
+)
+AGENT_FLAGS: tuple[Flag, ...] = FLAGS + PREFLIGHT_FLAGS  # what the agent's parser accepts
+NOT_TORCHRUNS = frozenset({"engine", *(f.dest for f in PREFLIGHT_FLAGS)})
+BY_DEST: Mapping[str, Flag] = {f.dest: f for f in AGENT_FLAGS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +353,7 @@ def resolve(cli: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[dict[st
     """Fill every flag: the command line, else ``PET_<DEST>``, else torchrun's default."""
     values: dict[str, Any] = {}
     given = set(cli)
-    for flag in FLAGS:
+    for flag in AGENT_FLAGS:
         if flag.dest in cli:
             values[flag.dest] = cli[flag.dest]
         elif flag.env and flag.env_name in environ:
@@ -217,7 +378,7 @@ def parser(prog: str = "python -m trainlaunch.agent") -> argparse.ArgumentParser
         description="trainlaunch's torch-free node agent (torchrun-compatible flags).",
         argument_default=argparse.SUPPRESS,  # absent flags stay absent: PET_* may fill them
     )
-    for flag in FLAGS:
+    for flag in AGENT_FLAGS:
         if flag.kind == "bool":
             p.add_argument(*flag.options, dest=flag.dest, action="store_true", help=flag.help)
         else:
@@ -391,7 +552,7 @@ def program(script: str, script_args: Sequence[str]) -> list[str]:
 def render(values: Mapping[str, Any]) -> list[str]:
     """Agent argv for the flags whose value differs from torchrun's default (table order)."""
     out: list[str] = []
-    for flag in FLAGS:
+    for flag in AGENT_FLAGS:
         if flag.dest not in values:
             continue
         v = values[flag.dest]

@@ -3,20 +3,22 @@
 Every stream of every worker goes through a pipe to the agent, which writes the bytes to
 ``<run_dir>/attempt_<n>/<local_rank>/{stdout,stderr}.log`` as they arrive (so the files
 always exist, whatever --tee/--redirects say), whole lines of both to ``combined.log`` in
-the order they arrived (trainlaunch/interleave.py), and whole lines to the console
+the order they arrived (trainlaunch/node/interleave.py), and whole lines to the console
 according to torchrun's rules. No polling: the agent's selector wakes on data (``logs -f`` latency).
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import os
 import shutil
 import tempfile
 from collections.abc import Sequence
 from string import Template
+from typing import Protocol
 
-from trainlaunch.interleave import Combined, read_available, write_all
+from trainlaunch.node.interleave import Combined, read_available, write_all
 
 OUT, ERR = 1, 2  # torchrun's Std bits
 TAIL_LINES = 20  # stderr lines kept per rank for the root cause
@@ -79,6 +81,13 @@ def line_prefix(template: str | None, role: str, rank: int, local_rank: int) -> 
     return text.encode()
 
 
+class Live(Protocol):
+    """Where a rank's stream is also shown as it arrives (agent/terminal.py)."""
+
+    def write(self, std: int, data: bytes) -> None:
+        """Show the bytes now."""
+
+
 class Stream:
     """One worker stream: pipe -> file (raw bytes) and console (whole, maybe prefixed lines)."""
 
@@ -95,10 +104,12 @@ class Stream:
         local_rank: int = -1,
         combined: Combined | None = None,
         std: int = OUT,
+        live: Live | None = None,
     ):
         self.fd = fd
         self.local_rank = local_rank
         self.combined, self.std = combined, std
+        self.live = live  # a terminal (the rank writes into a pty): every byte there at once
         self.file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) if path else -1
         self.console = console if mode != "none" else -1
         self.prefix = prefix if mode == "prefix" else b""
@@ -113,7 +124,12 @@ class Stream:
 
     def read(self) -> bool:
         """Read what is available now; False at end of stream."""
-        return read_available(self.fd, self.feed)
+        try:
+            return read_available(self.fd, self.feed)
+        except OSError as e:
+            if e.errno == errno.EIO and self.live is not None:
+                return False  # a pty whose every writer closed it: its end of stream
+            raise
 
     def feed(self, data: bytes) -> None:
         """Handle bytes from the worker."""
@@ -121,9 +137,16 @@ class Stream:
             write_all(self.file, data)
         if self.combined is not None:
             self.combined.feed(self.std, data)
+        if self.live is not None:
+            self.live.write(self.std, data)
         self.pending += data
         cut = self.pending.rfind(b"\n") + 1
         if not cut and len(self.pending) < _MAX_PENDING:
+            return
+        if not cut and self.live is not None and self.pending.rfind(b"\r") > 0:
+            # a progress bar redrawn in place for long: its line keeps the last drawing
+            # (every byte is in the rank's own files), not 64 KiB cut into pieces
+            del self.pending[: self.pending.rfind(b"\r")]
             return
         cut = cut or len(self.pending)
         chunk = bytes(self.pending[:cut])
@@ -131,7 +154,11 @@ class Stream:
         self._lines(chunk)
 
     def _lines(self, chunk: bytes) -> None:
-        lines = chunk.splitlines(keepends=True)
+        if self.live is not None:  # a line ends at a newline: a bar's \r redraws stay in it
+            parts = chunk.split(b"\n")
+            lines = [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+        else:
+            lines = chunk.splitlines(keepends=True)
         if self.tail is not None:
             self.tail.extend(line[:4096] for line in lines)
         if self.console >= 0:

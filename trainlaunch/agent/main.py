@@ -12,7 +12,7 @@ from trainlaunch.agent.plan import TORCHRUN, choose_engine, node_environ, plan_n
 from trainlaunch.agent.requeues import after_requeue, pod_attempt
 from trainlaunch.agent.state import AgentRecord, agent_file
 from trainlaunch.errors import UsageError
-from trainlaunch.procs import keep_files_private
+from trainlaunch.node.processes import keep_files_private
 
 
 def exec_torchrun(args: flags.AgentArgs, reason: str) -> None:
@@ -47,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = flags.parse(argv, os.environ)
         engine, reason = choose_engine(args)
+        if args.preflight:  # imported here: the request module brings specs (~8 ms of a start)
+            from trainlaunch.agent.request import check_preflight
+
+            check_preflight(args, engine, reason)
         if engine == TORCHRUN:
             exec_torchrun(args, reason)
         plan = plan_node(args, os.environ)

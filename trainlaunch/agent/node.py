@@ -17,22 +17,24 @@ import signal
 import socket
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainlaunch import settings
 from trainlaunch.agent import flags, logs
-from trainlaunch.agent.failures import (
-    Failure,
-    error_record,
-    root_cause,
-    signal_name,
-    summary,
-)
+from trainlaunch.agent.failures import Failure, error_record, root_cause, summary
+from trainlaunch.agent.joins import Joins
 from trainlaunch.agent.plan import NodePlan, worker_env
+from trainlaunch.agent.recorder import Recorders
 from trainlaunch.agent.state import AgentRecord, agent_file, write_atomic
-from trainlaunch.agent.tcpstore import TCPStoreServer
+from trainlaunch.agent.tcpstore import TCPStoreServer, only_this_host
+
+if TYPE_CHECKING:
+    from trainlaunch.agent.terminal import Terminal
 from trainlaunch.agent.workers import Spawner, Worker, WorkerStartError
-from trainlaunch.interleave import COMBINED_FILE, Combined, open_log
+from trainlaunch.node.exits import signal_name
+from trainlaunch.node.interleave import COMBINED_FILE, Combined, open_log
+from trainlaunch.node.processes import interrupt_term_wait, stop_with_grace
+from trainlaunch.node.witness import Witness
 
 _WAKE = "wake"
 EXIT_BARRIER_S = 300.0  # torchrun's exit_barrier_timeout: how long the store waits for others
@@ -61,6 +63,11 @@ class Outcome:
     signum: int = 0
 
 
+def workers(n: int, every: bool = False) -> str:
+    """``1 worker``, ``3 workers`` (``all 3 workers`` with every)."""
+    return "1 worker" if n == 1 else f"{'all ' if every else ''}{n} workers"
+
+
 def shutdown_timeout(args: flags.AgentArgs, environ: Mapping[str, str]) -> float:
     """--shutdown-timeout, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s (torchrun's rule)."""
     if args.shutdown_timeout is not None:
@@ -69,10 +76,13 @@ def shutdown_timeout(args: flags.AgentArgs, environ: Mapping[str, str]) -> float
 
 
 def new_run_id() -> str:
-    """A uuid4, as torchrun's default single-node run id."""
-    import uuid
-
-    return str(uuid.uuid4())
+    """A uuid4, as torchrun's default single-node run id (``str(uuid.uuid4())``, built here:
+    the uuid module's import, platform with it, costs ~2 ms of every agent start)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class NodeAgent:
@@ -119,11 +129,20 @@ class NodeAgent:
         self.workers: list[Worker] = []
         self.streams: list[logs.Stream] = []
         self.order: dict[int, int] = {}  # local rank -> reaping order (a global counter)
+        self.rows_stale = False  # a worker exited since agent.json's workers were written
         self.exit_fds: dict[int, int] = {}  # local rank -> pidfd, until reaped
         self.counter = itertools.count()
         self.pidfds = hasattr(os, "pidfd_open")
         self.attempt = 0
         self.store: TCPStoreServer | None = None  # node 0 hosts the c10d store, as torchrun
+        self.joins: Joins | None = None  # several nodes: who turned up (says when one is late)
+        self.recorders = Recorders(environ)  # torch's Flight Recorder, for hangs
+        self.witness = Witness()  # what explains a failure (docs/failures.md)
+        self.terminal: Terminal | None = None  # `trainlaunch torchrun` on a terminal: ranks see one
+        if environ.get(settings.TTY):
+            from trainlaunch.agent.terminal import Terminal
+
+            self.terminal = Terminal(environ, self.sel, self._note) or None
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -138,8 +157,15 @@ class NodeAgent:
                     w.signal_group(signal.SIGKILL)
             if self.store is not None:
                 self.store.close()
+            if self.terminal is not None:
+                self.terminal.close()
+            self.recorders.close()
 
     def _run(self) -> int:
+        if self.args.preflight:
+            code = self._preflight()
+            if code is not None:
+                return code
         while True:
             outcome = self._start_attempt()
             if outcome.kind == "ok":
@@ -149,7 +175,7 @@ class NodeAgent:
                 return 0
             if outcome.kind == "signal":
                 name = signal.Signals(outcome.signum).name
-                self._note(f"got {name}: forwarding it to all {len(self.workers)} workers")
+                self._note(f"got {name}: forwarding it to {workers(len(self.workers), every=True)}")
                 self._stop(outcome.signum)
                 if self._all_requeue():  # the ranks saved their state and asked for a requeue
                     return self._finish("REQUEUE", settings.REQUEUE_EXIT_CODE)
@@ -167,23 +193,29 @@ class NodeAgent:
             others = [f for f in outcome.failures if f is not root]
             if self.attempt < self.plan.max_restarts and not self.pending:
                 self._note(
-                    f"rank {root.rank} {root.how()}; restarting all {self.plan.nproc} "
-                    f"workers (restart {self.attempt + 1} of {self.plan.max_restarts})"
+                    f"rank {root.rank} {root.how()}; restarting "
+                    f"{workers(self.plan.nproc, every=True)} "
+                    f"(restart {self.attempt + 1} of {self.plan.max_restarts})"
                 )
                 self._end_attempt("FAILED", root)
                 self.attempt += 1
                 continue
-            record = error_record(root)
+            why = self.witness.diagnose(
+                root.rank, root.exit_code, root.pid, root.stderr(), root.peak_rss, root.node_rank,
+                nproc=self.plan.nproc, nnodes=self.plan.nnodes,
+            )  # fmt: skip
+            failed = {f.rank for f in outcome.failures}
+            stopped = sorted(w.rank for w in self.workers if w.rank not in failed and w.exit_code)
+            record = error_record(root, why, stopped)
             if self.own_error_file:
                 write_atomic(self.own_error_file, record)  # the backend's reply file
             with contextlib.suppress(OSError):  # the reader (a killed supervisor) may be gone
-                os.write(
-                    2,
-                    summary(
-                        self.args.script, root, others, self.attempt, self.plan.max_restarts
-                    ).encode(),
-                )
-            self._end_attempt("FAILED", root)
+                text = summary(
+                    self.args.script, root, others, self.attempt, self.plan.max_restarts,
+                    why, stopped,
+                )  # fmt: skip
+                os.write(2, text.encode())
+            self._end_attempt("FAILED", root, record)
             return self._finish("FAILED", root.shell_code, record)
 
     def _start_attempt(self) -> Outcome:
@@ -197,6 +229,7 @@ class NodeAgent:
             return Outcome("failed", [self._start_failure(0, "", why)])
         adir = logs.make_attempt_dir(self.run_dir, self.attempt, self.plan.nproc)
         filtered = self._filtered_files(adir)
+        self.witness.attempt_started()
         self.workers, self.streams, self.order, self.exit_fds = [], [], {}, {}
         base = dict(os.environ)
         for lr in range(self.plan.nproc):
@@ -204,9 +237,11 @@ class NodeAgent:
             env = {
                 **base,
                 **worker_env(self.plan, lr, self.attempt, port, self.run_id, err, os.environ),
+                **self.recorders.worker_env(self.attempt, self.plan.rank(lr)),
             }
             try:
-                w = self.spawner.start(lr, self.plan.rank(lr), self.plan.command, env)
+                ptys = self._ptys(lr)
+                w = self.spawner.start(lr, self.plan.rank(lr), self.plan.command, env, ptys)
             except WorkerStartError as e:
                 self._stop(signal.SIGKILL)
                 return Outcome("failed", [self._start_failure(lr, adir, e)])
@@ -220,7 +255,17 @@ class NodeAgent:
             attempt_dir=adir,
             workers=self._worker_rows(),
         )
-        return self._watch()
+        if self.plan.nnodes > 1:
+            self.joins = Joins(
+                self.plan.node_rank, self.plan.nnodes, self.plan.master_addr, port, self.sel,
+                self._note, self._waiting, self.store,
+            )  # fmt: skip
+        try:
+            return self._watch()
+        finally:
+            if self.joins is not None:  # the attempt ended: a late node is no longer awaited
+                self.joins.close()
+                self.joins = None
 
     def _watch(self) -> Outcome:
         while True:
@@ -234,7 +279,9 @@ class NodeAgent:
                 return Outcome("failed", [self._failure(w) for w in failed])
             if all(w.exit_code == 0 for w in self.workers):
                 return Outcome("ok")
-            self._wait(WARNING_POLL_S if any(self.undelivered.values()) else None)
+            timeout = WARNING_POLL_S if any(self.undelivered.values()) else None
+            due = self.joins.timeout() if self.joins is not None else None
+            self._wait(due if timeout is None else timeout if due is None else min(due, timeout))
 
     def _forward_warnings(self) -> None:
         """Send each warning signal (Slurm's --signal) to every live worker group, as soon as
@@ -243,7 +290,7 @@ class NodeAgent:
             sig = self.warnings.pop(0)
             alive = [w for w in self.workers if w.exit_code is None]
             self._note(
-                f"got {signal.Signals(sig).name}: forwarding it to {len(alive)} workers "
+                f"got {signal.Signals(sig).name}: forwarding it to {workers(len(alive))} "
                 "(a warning: they keep running)"
             )
             for w in alive:
@@ -277,10 +324,45 @@ class NodeAgent:
             assert self.plan.master_port is not None  # several nodes: the backend's port
             return self.plan.master_port
         if self.store is None:
-            self.store = TCPStoreServer(self.sel, self.plan.master_port or 0)
-        else:
+            self.store = TCPStoreServer(
+                self.sel,
+                self.plan.master_port or 0,
+                loopback=only_this_host(self.plan.master_addr),  # else every interface
+                note=self._note,
+            )
+        elif self.attempt:  # the preflight's store is the first attempt's (its keys apart)
             self.store.reset()
         return self.store.port
+
+    def _preflight(self) -> int | None:
+        """--preflight: every node checked before any rank starts (agent/preflight.py).
+
+        None when it passed; else the exit code (PREFLIGHT_EXIT_CODE, or 128+N for a signal).
+        """
+        from trainlaunch.agent import preflight
+
+        self.record.update(state="PREFLIGHT")
+        check = preflight.Preflight(
+            self.args,
+            self.plan,
+            self.sel,
+            self._wait,
+            self.pending,
+            self._store_port,
+            self.run_id,
+            self.run_dir,
+        )
+        try:
+            failed = preflight.conclude(check, self.record, self.own_error_file, self.environ)
+        except preflight.Interrupted as e:
+            return self._finish("CANCELLED", 128 + int(e.args[0]))
+        if failed is None:
+            return None
+        # decided: a stop from now on (srun ends the step once another node has exited) must
+        # not kill this agent while the interpreter shuts down, which resets its handlers
+        for sig in self.signals:
+            signal.signal(sig, signal.SIG_IGN)
+        return self._finish("FAILED", settings.PREFLIGHT_EXIT_CODE, failed)
 
     def _serve_other_nodes(self) -> None:
         """Keep the store up while other nodes' ranks still use it (torchrun's exit barrier).
@@ -301,23 +383,43 @@ class NodeAgent:
             self._wait(left)
 
     def _stop(self, sig: int) -> None:
-        """Forward sig to every live worker group, wait the grace period, then SIGKILL."""
+        """Forward sig to every live worker group, wait the grace period, then SIGKILL.
+
+        An interrupt (SIGINT: Ctrl-C, or a launcher passing one on) goes as torchrun sends it,
+        so the ranks' ``except KeyboardInterrupt`` runs: SIGINT, the grace period, SIGTERM to
+        the workers still running, INTERRUPT_TERM_S (at most the grace period) later SIGKILL.
+        While the workers have their SIGINT, a SIGTERM (the launcher stopping what it was
+        asked to stop) does not cut their grace short; a second SIGINT (Ctrl-C twice), a
+        SIGHUP or a SIGQUIT does."""
         seen = len(self.pending)
-        alive = [w for w in self.workers if not w.poll()]
-        for w in alive:
-            w.signal_group(sig)
-        deadline = time.monotonic() + self.grace
-        while alive and len(self.pending) == seen and time.monotonic() < deadline:
-            self._wait(deadline - time.monotonic())  # a second signal cuts the grace short
-            self._reap()
-            alive = [w for w in alive if w.exit_code is None]
-        deadline = time.monotonic() + max(self.grace, 5.0)
-        for w in alive:
-            w.signal_group(signal.SIGKILL)
-        while alive and time.monotonic() < deadline:
-            self._wait(deadline - time.monotonic())
-            self._reap()
-            alive = [w for w in alive if w.exit_code is None]
+        live = {w.pid: w for w in self.workers if not w.poll()}
+
+        def cut_short() -> bool:  # a second signal
+            more = self.pending[seen:]
+            if sig == signal.SIGINT:
+                more = [s for s in more if s != signal.SIGTERM]
+            return bool(more)
+
+        alive = lambda pid: live[pid].exit_code is None  # noqa: E731
+        if sig == signal.SIGINT and live:
+            term = interrupt_term_wait(self.grace)
+            left = stop_with_grace(
+                list(live), self.grace, sig=sig, alive=alive, wait=self._wait_reaping,
+                cut_short=cut_short, kill_sig=signal.SIGTERM, kill_wait=term,
+            )  # fmt: skip
+            if left:
+                self._note(f"{workers(len(left))} still running {term:g}s after SIGTERM: SIGKILL")
+            live = {pid: live[pid] for pid in left}
+            sig = signal.SIGKILL
+        stop_with_grace(
+            list(live),
+            self.grace,
+            sig=sig,
+            alive=alive,
+            wait=self._wait_reaping,
+            cut_short=cut_short,
+            kill_wait=max(self.grace, 5.0),
+        )
         for w in self.workers:  # leftovers of each rank's process group go too
             w.signal_group(signal.SIGKILL)
         self._close_streams()
@@ -341,7 +443,20 @@ class NodeAgent:
     def _on_warning(self, signum: int, _frame: Any) -> None:
         self.warnings.append(signum)
 
+    def _write_rows(self) -> None:
+        """Record the workers that exited since the last write: one write per wake-up, not
+        one per worker (256 ranks exiting at once were 256 fsynced writes of 256 rows)."""
+        if self.rows_stale:
+            self.rows_stale = False
+            self.record.update(workers=self._worker_rows())
+
     def _wait(self, timeout: float | None) -> None:
+        self._select(timeout)
+        if self.joins is not None:
+            self.joins.tick()
+        self._write_rows()
+
+    def _select(self, timeout: float | None) -> None:
         for key, events in self.sel.select(timeout):
             data = key.data
             if data == _WAKE:
@@ -351,20 +466,27 @@ class NodeAgent:
                 data.on_ready(key, events)
             elif isinstance(data, Worker):
                 self._reaped(data)
+            elif hasattr(data, "on_ready"):  # the preflight's store client and probes
+                data.on_ready(events)
             elif not data.read():
                 self._drop(data)
+
+    def _wait_reaping(self, seconds: float) -> None:
+        self._wait(seconds)
+        self._reap()
 
     def _reap(self) -> None:
         for w in self.workers:
             if w.exit_code is None and w.poll():
                 self._reaped(w)
+        self._write_rows()
 
     def _reaped(self, w: Worker) -> None:
         w.poll()
         if w.exit_code is None or w.local_rank in self.order:
             return
         self.order[w.local_rank] = next(self.counter)
-        self.record.update(workers=self._worker_rows())  # `stack` shows it exited, with its code
+        self.rows_stale = True  # `stack` shows it exited, with its code: _write_rows, once per wake
         fd = self.exit_fds.pop(w.local_rank, None)
         if fd is not None:  # a pidfd stays readable: keeping it would spin the selector
             self.sel.unregister(fd)
@@ -393,33 +515,50 @@ class NodeAgent:
 
     # -- workers -----------------------------------------------------------------------------------
 
+    def _ptys(self, local_rank: int) -> dict[int, tuple[int, int]]:
+        """A pseudo-terminal for each stream of this rank that the command's terminal shows
+        unprefixed (torchrun's console: a --tee'd or redirected stream is a file there too)."""
+        term = self.terminal
+        if not term:
+            return {}
+        modes = logs.console_modes(self.tee, self.redirects, self.ranks_filter, local_rank)
+        out = {}
+        for std in (logs.OUT, logs.ERR):
+            if modes[std] == "raw" and term.fd(std) >= 0:
+                with contextlib.suppress(OSError):  # no pty left: a pipe, as without a terminal
+                    pair = term.pty(std)
+                    if pair is not None:
+                        out[std] = pair
+        return out
+
     def _watch_worker(self, w: Worker, adir: str, filtered: dict[int, int]) -> None:
         modes = logs.console_modes(self.tee, self.redirects, self.ranks_filter, w.local_rank)
         prefix = logs.line_prefix(self.prefix_template, self.plan.role, w.rank, w.local_rank)
         path = logs.rank_file(adir, w.local_rank, COMBINED_FILE)
         combined = Combined(open_log(path, 0o644, truncate=True) if path else -1)
-        for std, pipe, name in (
-            (logs.OUT, w.proc.stdout, "stdout.log"),
-            (logs.ERR, w.proc.stderr, "stderr.log"),
-        ):
-            assert pipe is not None
+        for std, name in ((logs.OUT, "stdout.log"), (logs.ERR, "stderr.log")):
+            # a rank on a pty is shown live on the terminal; its record (the replica's log)
+            # gets whole lines with its prefix, so the command shows them once, and `logs`
+            # names their rank
+            live = self.terminal if std in w.ptys else None
             needles = (
                 self.args.duplicate_stdout_filters
                 if std == logs.OUT
                 else self.args.duplicate_stderr_filters
             )
             s = logs.Stream(
-                pipe.fileno(),
+                w.output_fd(std),
                 logs.rank_file(adir, w.local_rank, name),
                 std,
-                modes[std],
+                "prefix" if live else modes[std],
                 prefix,
-                filtered.get(std, -1),
+                -1 if live else filtered.get(std, -1),  # torchrun filters teed lines only
                 needles,
                 keep_tail=std == logs.ERR,
                 local_rank=w.local_rank,
                 combined=combined,
                 std=std,
+                live=live,
             )
             self.streams.append(s)
             self.sel.register(s.fd, selectors.EVENT_READ, s)
@@ -462,6 +601,7 @@ class NodeAgent:
             error_file=logs.rank_file(adir, w.local_rank, "error.json"),
             stderr_file=logs.rank_file(adir, w.local_rank, "stderr.log"),
             stderr_tail=err.tail_text() if err else "",
+            peak_rss=w.peak_rss,
         )
 
     def _start_failure(self, lr: int, adir: str, e: WorkerStartError) -> Failure:
@@ -488,36 +628,45 @@ class NodeAgent:
                 "pgid": w.pid,
                 "ticks": w.ticks,
                 "exit_code": w.exit_code,
-                "signal": signal_name(w.exit_code),
+                "signal": signal_name(w.exit_code, returncode=True),
+                "recorder": self.recorders.path(self.attempt, w.rank),
             }
             for w in self.workers
         ]
 
     # -- reporting -----------------------------------------------------------------------------------
 
+    def _waiting(self, waiting: dict[str, Any] | None) -> None:
+        """Record in agent.json which nodes this one waits for (None: no longer), for status."""
+        self.record.update(waiting=waiting)
+
     def _note(self, text: str) -> None:
         with contextlib.suppress(OSError):  # the reader (a killed supervisor) may be gone
             os.write(2, f"[trainlaunch] {text}\n".encode())
 
-    def _end_attempt(self, result: str, root: Failure | None) -> None:
+    def _end_attempt(
+        self, result: str, root: Failure | None, record: dict[str, Any] | None = None
+    ) -> None:
+        self.record.update(**self._ended_attempt(result, root, record))
+
+    def _ended_attempt(
+        self, result: str, root: Failure | None, record: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         attempts = [
             *self.record.data["attempts"],
             {
                 "attempt": self.attempt,
                 "result": result,
-                "root_cause": error_record(root) if root else None,
+                "root_cause": record or (error_record(root) if root else None),
             },
         ]
-        self.record.update(attempts=attempts, workers=self._worker_rows())
+        self.rows_stale = False
+        return {"attempts": attempts, "workers": self._worker_rows()}
 
     def _finish(self, state: str, code: int, root: dict[str, Any] | None = None) -> int:
-        if state != "FAILED":
-            self._end_attempt(state, None)
-        self.record.update(
-            state=state,
-            exit_code=code,
-            root_cause=root,
-            workers=self._worker_rows(),
-            ended=time.time(),
-        )
+        # one write: the attempt's end and the agent's (two fsynced writes on every exit before)
+        ended = self._ended_attempt(state, None) if state != "FAILED" else {}
+        ended.update(state=state, exit_code=code, root_cause=root, workers=self._worker_rows())
+        ended.update(waiting=None)
+        self.record.update(**ended, ended=time.time())
         return code

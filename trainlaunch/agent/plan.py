@@ -8,6 +8,7 @@ without starting anything. The rendezvous rules mirror ``torch.distributed.run.r
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -65,9 +66,24 @@ def split_endpoint(endpoint: str, default_port: int | None) -> tuple[str, int | 
     elif endpoint.count(":") == 1:
         host, _, port = endpoint.partition(":")
     try:
-        return host, int(port) if port else default_port
+        number = int(port) if port else default_port
     except ValueError:
-        raise UsageError(f"--rdzv-endpoint must be HOST[:PORT], got {endpoint!r}") from None
+        number = -1
+    bare_v6 = ":" in host and not endpoint.startswith("[")  # `::::`, `fe80::1`: which is port?
+    if not host or bare_v6 or (number is not None and not 0 <= number < 65536):
+        raise UsageError(
+            f"--rdzv-endpoint must be HOST[:PORT] (IPv6: [ADDR]:PORT), got {endpoint!r}"
+        )
+    return host, number
+
+
+def on_this_host(host: str) -> bool:
+    """Whether host names this machine: loopback, a wildcard, or its own host name (no DNS)."""
+    from trainlaunch.agent.tcpstore.listen import only_this_host
+
+    name = host.strip().lower().rstrip(".")
+    own = os.uname().nodename.lower()
+    return name in LOCAL_HOSTS or only_this_host(name) or name in (own, own.split(".")[0])
 
 
 def torchrun_reason(args: flags.AgentArgs) -> str | None:
@@ -89,8 +105,15 @@ def torchrun_reason(args: flags.AgentArgs) -> str | None:
         return f"--rdzv-backend {backend} is an external rendezvous"
     if backend == "c10d" and args.rdzv_endpoint:
         host, _ = split_endpoint(args.rdzv_endpoint, None)
-        if hi > 1 or host not in LOCAL_HOSTS:
-            return f"--rdzv-endpoint {args.rdzv_endpoint} is an external c10d rendezvous"
+        if hi > 1:  # wherever the endpoint is: the agent's world across nodes is static
+            return (
+                f"--rdzv-backend c10d across {hi} nodes assigns node ranks as the nodes join "
+                "(torchrun's rendezvous; the agent runs --rdzv-backend static with --node-rank)"
+            )
+        if not on_this_host(host):
+            return (
+                f"--rdzv-endpoint {args.rdzv_endpoint} is on another host (an external c10d store)"
+            )
     if hi > 1 and args.max_restarts > 0:
         return "restarts across nodes need torchrun's rendezvous to restart every node"
     return None

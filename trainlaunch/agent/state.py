@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import store
-from trainlaunch.agent_record import AGENT_FILE, agent_file, read_agent_state  # noqa: F401
 from trainlaunch.errors import StoreError
+from trainlaunch.node.agent_record import AGENT_FILE, agent_file, read_agent_state  # noqa: F401
 
 VERSION = 1
 

@@ -1,4 +1,4 @@
-"""The torchrun engine: the same flags handed to real ``torch.distributed.run``.
+"""The torchrun engine: the same flags handed to real torchrun (``torch.distributed.run``).
 
 Used for elastic or external rendezvous (``--nnodes MIN:MAX``, an explicit c10d/etcd
 endpoint), restarts across nodes, and ``--engine torchrun``. The agent fills in what the
@@ -23,7 +23,7 @@ def torchrun_values(
     args: flags.AgentArgs, environ: Mapping[str, str], log_dir: str | None
 ) -> dict[str, Any]:
     """The flags torchrun gets: the user's, plus the backend's rendezvous for multi-node."""
-    values = {k: v for k, v in args.values.items() if k != "engine"}
+    values = {k: v for k, v in args.values.items() if k not in flags.NOT_TORCHRUNS}
     _, hi = flags.parse_nnodes(args.nnodes)
     host, port = environ.get(settings.RANK0_HOST), environ.get(settings.RDZV_PORT)
 
@@ -48,18 +48,29 @@ def torchrun_values(
     return values
 
 
+# torchrun's console script, as its interpreter runs it: ``python -m torch.distributed.run``
+# would run the module as ``__main__``, whose logger (``get_logger(__name__)``) is outside the
+# ``torch`` hierarchy that torch's logging prefixes (``W1202 04:09:14.379000 30926
+# torch/distributed/run.py:874] ...``): torchrun's warnings would lose their prefix. The
+# name ``torchrun`` is argparse's prog, as in torchrun's own messages.
+TORCHRUN_ENTRY = (
+    "import sys; from torch.distributed.run import main; sys.argv[0] = 'torchrun'; sys.exit(main())"
+)
+
+
 def torchrun_argv(
     args: flags.AgentArgs,
     environ: Mapping[str, str],
     log_dir: str | None,
     python: str | None = None,
 ) -> list[str]:
-    """``[python, -m, torch.distributed.run, <flags>, script, *args]``."""
+    """``[python, -c, TORCHRUN_ENTRY, <flags>, script, *args]``: real torchrun, as its console
+    script starts it, with this interpreter (the ``torchrun`` on PATH may be another's)."""
     python = python or sys.executable
     return [
         python,
-        "-m",
-        "torch.distributed.run",
+        "-c",
+        TORCHRUN_ENTRY,
         *flags.render(torchrun_values(args, environ, log_dir)),
         *flags.program(args.script, args.script_args),
     ]

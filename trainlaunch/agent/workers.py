@@ -1,4 +1,4 @@
-"""Starting and stopping worker processes (the port reservation lives in trainlaunch.procs).
+"""Starting and stopping worker processes (the port reservation lives in trainlaunch.node.processes).
 
 Workers start as torchrun starts them (own session, so a signal reaches each whole process
 group) and additionally die with the agent: ``PR_SET_PDEATHSIG=SIGKILL`` on Linux, so no
@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from trainlaunch.procs import killpg, reserve_port  # noqa: F401 (reserve_port: the agent's API)
+from trainlaunch.node.processes import killpg, reserve_port  # noqa: F401 (reserve_port: the agent's API)
 
 _PR_SET_PDEATHSIG = 1
 
@@ -52,13 +52,23 @@ class Worker:
     started: float
     exit_code: int | None = None  # Popen's convention: -N when killed by signal N
     ended: float | None = None
+    peak_rss: int | None = None  # bytes: its largest resident set (wait4), once reaped
+    ptys: dict[int, int] = dataclasses.field(default_factory=dict)  # stream -> pty master
     _ticks: int | None = None
+
+    def output_fd(self, std: int) -> int:
+        """Where the agent reads one of its streams (1: stdout, 2: stderr): a pipe or a pty."""
+        if std in self.ptys:
+            return self.ptys[std]
+        pipe = self.proc.stdout if std == 1 else self.proc.stderr
+        assert pipe is not None
+        return pipe.fileno()
 
     @property
     def ticks(self) -> int | None:
         """Start time in clock ticks (tells a reused pid apart); read after all spawns."""
         if self._ticks is None and self.exit_code is None:
-            from trainlaunch.store import start_ticks
+            from trainlaunch.node.processes import start_ticks
 
             self._ticks = start_ticks(self.proc.pid)
         return self._ticks
@@ -69,11 +79,18 @@ class Worker:
         return self.proc.pid
 
     def poll(self) -> bool:
-        """Reap if it exited; True when it has."""
-        if self.exit_code is None:
-            code = self.proc.poll()
-            if code is not None:
-                self.exit_code, self.ended = code, time.time()
+        """Reap if it exited (wait4: its peak memory comes with its status); True when it has."""
+        if self.exit_code is None and self.proc.returncode is None:
+            try:
+                pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: Popen knows the code
+                pid, status, usage = 0, 0, None
+                self.proc.poll()
+            if pid:
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                self.peak_rss = usage.ru_maxrss * 1024 if usage is not None else None  # KiB
+        if self.exit_code is None and self.proc.returncode is not None:
+            self.exit_code, self.ended = self.proc.returncode, time.time()
         return self.exit_code is not None
 
     def signal_group(self, sig: int) -> None:
@@ -101,25 +118,38 @@ class Spawner:
         self.preexec = preexec
 
     def start(
-        self, local_rank: int, rank: int, cmd: Sequence[str], env: Mapping[str, str]
+        self,
+        local_rank: int,
+        rank: int,
+        cmd: Sequence[str],
+        env: Mapping[str, str],
+        ptys: Mapping[int, tuple[int, int]] | None = None,
     ) -> Worker:
-        """Start one worker in its own session with stdout/stderr piped to the agent."""
+        """Start one worker in its own session with stdout/stderr piped to the agent, or
+        written into a pseudo-terminal (ptys: stream -> (master, slave); agent/terminal.py)."""
+        ptys = ptys or {}
         try:
             proc = subprocess.Popen(
                 list(cmd),
                 env=dict(env),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
+                stdout=ptys[1][1] if 1 in ptys else subprocess.PIPE,
+                stderr=ptys[2][1] if 2 in ptys else subprocess.PIPE,
+                start_new_session=True,  # a session without a controlling terminal, as torchrun's
                 preexec_fn=self.preexec,
                 umask=USER_UMASK,
             )
         except OSError as e:
+            for master, _ in ptys.values():
+                os.close(master)
             raise WorkerStartError(
                 f"cannot start {cmd[0]!r}: {e.strerror or e}",
                 127 if isinstance(e, FileNotFoundError) else 126,
             ) from None
-        return Worker(local_rank, rank, proc, time.time())
+        finally:
+            for _, slave in ptys.values():  # the worker holds it: its exit ends the stream
+                os.close(slave)
+        masters = {std: master for std, (master, _) in ptys.items()}
+        return Worker(local_rank, rank, proc, time.time(), ptys=masters)
 
 
 class WorkerStartError(Exception):

@@ -7,6 +7,7 @@ import importlib
 import click
 
 from trainlaunch import settings
+from trainlaunch.schedulers import BUILTIN_SCHEDULERS
 
 # name -> (module, one-line help). Kept literal so `trainlaunch --help` imports nothing else.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -24,6 +25,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("trainlaunch.cli.sweep", "Run a component over a grid of parameters and seeds."),
     "stack": ("trainlaunch.cli.stack", "Show where every rank of a running app is (grouped)."),
     "torchrun": ("trainlaunch.cli.torchrun", "torchrun's exact command line, in the foreground."),
+    "doctor": ("trainlaunch.cli.doctor", "Check that this machine can run jobs (one table)."),
+    "top": ("trainlaunch.cli.top.command", "Watch running apps live in the terminal."),
+    "ui": (
+        "trainlaunch.cli.ui.command",
+        "Serve a read-only dashboard as a web page on this machine.",
+    ),
 }
 
 
@@ -62,13 +69,10 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-def passes_everything(cmd: click.Command) -> bool:
-    """A command whose whole command line is someone else's (torchrun's): no options of ours."""
-    return bool(cmd.context_settings.get("ignore_unknown_options"))
-
-
 def with_global_options(cmd: click.Command) -> click.Command:
     """Let the group's --debug and --version also work after the subcommand (once per command)."""
+    from trainlaunch.cli.argv import passes_everything
+
     if any(p.name == "debug" for p in cmd.params) or passes_everything(cmd):
         return cmd
     # read by the error boundary from the command line (cli/argv.py), so it needs no value here
@@ -87,7 +91,8 @@ def with_global_options(cmd: click.Command) -> click.Command:
 EPILOG = """\b
 Exit codes: 0 ok, 1 app failed (wait), 2 usage error, 3 scheduler error,
 4 app not found, 5 app store error, 6 app cancelled (wait), 7 wait timed out,
-8 app ended, result unknown (wait), 70 internal error, 130 interrupted.
+8 app ended, result unknown (wait), 9 its preflight refused the app (wait),
+70 internal error, 130 interrupted.
 A closed stdout (`| head`) is 0. See docs/cli.md.
 """
 
@@ -98,4 +103,9 @@ A closed stdout (`| head`) is 0. See docs/cli.md.
     "--debug", is_flag=True, envvar=settings.DEBUG, help="Show full tracebacks for errors."
 )
 def cli(debug: bool) -> None:
-    """trainlaunch: launch PyTorch training on local, Slurm and Kubernetes backends."""
+    """Launch PyTorch training (the help text names the registry's backends: below)."""
+
+
+cli.help = (  # the registry's names: a new backend needs no change here
+    f"trainlaunch: launch PyTorch training on {', '.join(BUILTIN_SCHEDULERS)} backends."
+)

@@ -13,8 +13,14 @@ import click
 
 from trainlaunch import settings
 from trainlaunch.errors import ExitCode, TrainlaunchError
+from trainlaunch.node import interrupts
 
 COMPLETE_VAR = "_TRAINLAUNCH_COMPLETE"  # click's name for prog "trainlaunch"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C that the command has reported already ("interrupted: stopping H ..."): the
+    boundary exits 130 without saying it again."""
 
 
 def _own_options(argv: list[str]) -> set[str]:
@@ -69,73 +75,112 @@ def _say(kind: str, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """Console-script entry point."""
-    from trainlaunch.cli import cli
+    """Console-script entry point (trainlaunch/__main__.py installs the signal handlers first).
 
+    A signal anywhere in the command, its imports included, is KeyboardInterrupt: exit 130
+    with one line. Once the command has ended, a signal during the report or the exit ends
+    the process at once with 130 (_end_on_signal), never with a traceback (issue 23 #13).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
-    code: int = ExitCode.OK
-    instruction = os.environ.get(COMPLETE_VAR)
-    if instruction:  # shell completion (docs/cli.md); cli.main() would do it, make_context not
-        from click.shell_completion import shell_complete
-
-        sys.exit(shell_complete(cli, {}, "trainlaunch", COMPLETE_VAR, instruction))
+    outcome: BaseException | None = None
     try:
+        from trainlaunch.cli import cli, output
+
+        output.forget_emitted()
+        instruction = os.environ.get(COMPLETE_VAR)
+        if instruction:  # shell completion (docs/cli.md); cli.main() would do it, make_context not
+            from click.shell_completion import shell_complete
+
+            sys.exit(shell_complete(cli, {}, "trainlaunch", COMPLETE_VAR, instruction))
         # not cli.main(): it turns a closed stdout (EPIPE) into exit 1 before we see it
         with cli.make_context("trainlaunch", list(args)) as ctx:  # click consumes its list
             cli.invoke(ctx)
-    except TrainlaunchError as e:
-        if _debug(args):
-            import traceback  # --debug or a bug: never on the happy path
-
-            traceback.print_exc()
-        _say("error", e.message)
-        if e.hint:
-            _say("hint", e.hint)
-        code = int(e.exit_code)
-        _json_error(args, e.message, e.hint, code)
-    except click.exceptions.NoArgsIsHelpError as e:
-        click.echo(e.ctx.get_help(), err=True)
-        code = ExitCode.USAGE
-    except click.UsageError as e:
-        message, hint = _usage_message(e, args)
-        _say("error", message)
-        _say("hint", hint)
-        code = ExitCode.USAGE
-        _json_error(args, message, hint, code)
-    except click.exceptions.Abort:
-        sys.stderr.write("\ninterrupted\n")
-        code = ExitCode.INTERRUPTED
-        _json_error(args, "interrupted", None, code)
-    except click.exceptions.Exit as e:
-        code = int(e.exit_code)
-    except click.ClickException as e:
-        _say("error", e.format_message())
-        code = ExitCode.USAGE
-        _json_error(args, e.format_message(), None, code)
-    except (KeyboardInterrupt, EOFError):
-        sys.stderr.write("\ninterrupted\n")
-        code = ExitCode.INTERRUPTED
-        _json_error(args, "interrupted", None, code)
-    except BrokenPipeError:
-        # the reader went away (`trainlaunch logs ... | head`): exit 0, as documented
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        code = ExitCode.OK
-    except Exception as e:  # noqa: BLE001 - the single place unexpected errors are reported
-        if _debug(args):
-            import traceback  # --debug or a bug: never on the happy path
-
-            traceback.print_exc()
-        _say("error", f"internal error: {type(e).__name__}: {e}")
-        _say("hint", "rerun with --debug and report the traceback")
-        code = ExitCode.INTERNAL
-        _json_error(args, f"internal error: {type(e).__name__}: {e}", None, code)
+        interrupts.deliver_held()
+    except BaseException as e:  # noqa: BLE001 - the one place every outcome becomes an exit code
+        outcome = e
+    _end_on_signal()
+    code = _report(outcome, args)
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     sys.exit(code)
+
+
+def _report(e: BaseException | None, args: list[str]) -> int:
+    """Say what ended the command (stderr; a JSON document with --json) and return its exit code."""
+    from trainlaunch.cli import output
+
+    if e is None:
+        return int(ExitCode.OK)
+    if isinstance(e, SystemExit):  # shell completion
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    if isinstance(e, TrainlaunchError):
+        if _debug(args):
+            _traceback(e)
+        _say("error", e.message)
+        if e.hint:
+            _say("hint", e.hint)
+        _json_error(args, e.message, e.hint, int(e.exit_code))
+        return int(e.exit_code)
+    if isinstance(e, click.exceptions.NoArgsIsHelpError):
+        click.echo(e.ctx.get_help(), err=True)
+        return int(ExitCode.USAGE)
+    if isinstance(e, click.UsageError):
+        message, hint = _usage_message(e, args)
+        _say("error", message)
+        _say("hint", hint)
+        _json_error(args, message, hint, ExitCode.USAGE)
+        return int(ExitCode.USAGE)
+    if isinstance(e, click.exceptions.Exit):
+        return int(e.exit_code)
+    if isinstance(e, click.ClickException):
+        _say("error", e.format_message())
+        _json_error(args, e.format_message(), None, ExitCode.USAGE)
+        return int(ExitCode.USAGE)
+    if isinstance(e, (KeyboardInterrupt, EOFError, click.exceptions.Abort)):
+        if not isinstance(e, Interrupted):  # a command that stopped its app said so already
+            # stderr may have died of it (`| tee`); on a terminal the ^C ends the line before
+            output.narrate_or_drop(("\n" if _stderr_is_tty() else "") + "interrupted")
+        _json_error(args, "interrupted", None, ExitCode.INTERRUPTED)
+        return int(ExitCode.INTERRUPTED)
+    if isinstance(e, BrokenPipeError):
+        # the reader went away (`trainlaunch logs ... | head`): exit 0, as documented
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return int(ExitCode.OK)
+    if _debug(args) or not isinstance(e, Exception):
+        _traceback(e)  # --debug or a bug: never on the happy path
+    _say("error", f"internal error: {type(e).__name__}: {e}")
+    _say("hint", "rerun with --debug and report the traceback")
+    _json_error(args, f"internal error: {type(e).__name__}: {e}", None, ExitCode.INTERNAL)
+    return int(ExitCode.INTERNAL)
+
+
+def _traceback(e: BaseException) -> None:
+    import traceback
+
+    traceback.print_exception(e)
+
+
+def _stderr_is_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # closed or replaced
+        return False
+
+
+def _exit_interrupted(_signum: int, _frame: object) -> None:
+    os._exit(ExitCode.INTERRUPTED)
+
+
+def _end_on_signal() -> None:
+    """From here a signal ends the process at once with 130: the command is over, and its
+    report or the interpreter's exit must not be cut into a traceback."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if sig not in IGNORED_AT_START:
+            signal.signal(sig, _exit_interrupted)
 
 
 # What the CLI inherited as ignored (`nohup` ignores SIGHUP; `cmd &` in a script ignores
@@ -172,9 +217,6 @@ def interrupts_held(deliver: bool = True) -> Iterator[None]:
 def raise_on_sigterm() -> None:
     """Turn SIGTERM (and SIGHUP) into KeyboardInterrupt so long waits clean up the same way."""
 
-    def handler(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGTERM, interrupts.interrupt)  # (held while a module is imported)
     if signal.SIGHUP not in IGNORED_AT_START:  # `nohup trainlaunch run --wait`: hang-ups ignored
-        signal.signal(signal.SIGHUP, handler)
+        signal.signal(signal.SIGHUP, interrupts.interrupt)

@@ -10,7 +10,12 @@ from trainlaunch.cli import output
 @click.command("builtins")
 @output.json_option
 def command(as_json: bool) -> None:
-    """List the components that can be run (builtins and installed entry points)."""
+    """List the components that can be run (builtins and installed entry points).
+
+    \b
+    Example:
+      trainlaunch builtins
+    """
     from trainlaunch.resolver import list_components
 
     rows = list_components()

@@ -4,26 +4,31 @@ from __future__ import annotations
 
 import click
 
-from trainlaunch.cli import argv, output, render
+from trainlaunch.cli import output, render
+from trainlaunch.cli.handles import HANDLE
+from trainlaunch.handles import Handle
 
 
 @click.command("describe")
-@click.argument("handle", shell_complete=argv.complete_app_id)
+@click.argument("handle", type=HANDLE)
 @click.option(
     "--show-secrets",
     is_flag=True,
     help="Print env values of names like *TOKEN*, *SECRET*, *PASSWORD*, *KEY*.",
 )
 @output.json_option
-def command(handle: str, show_secrets: bool, as_json: bool) -> None:
-    """Show how an app was submitted: its AppDef, options and rank settings (seed...)."""
-    from trainlaunch.handles import parse_app_handle
+def command(handle: Handle, show_secrets: bool, as_json: bool) -> None:
+    """Show how an app was submitted: its AppDef, options and rank settings (seed...).
+
+    \b
+    Example:
+      trainlaunch describe local://trainlaunch/train-x7k2m9p4qa
+    """
     from trainlaunch.runner import get_runner
 
-    handle = str(parse_app_handle(handle))
     with get_runner() as runner:
-        resp = runner.describe_app(handle)
+        resp = runner.describe_app(handle)  # a sweep's handle: a usage error (many apps)
     if as_json:
-        output.emit_json(render.describe_doc(handle, resp, show_secrets))
+        output.emit_json(render.describe_doc(str(handle), resp, show_secrets))
     else:
-        output.emit(render.describe_text(handle, resp, show_secrets))
+        output.emit(render.describe_text(str(handle), resp, show_secrets))

@@ -7,7 +7,7 @@ shown as a placeholder: a later `run` draws its own, so a concrete value would b
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainlaunch.cli import output
@@ -86,13 +86,25 @@ def summary_text(info: AppDryRunInfo) -> str:
     return "\n".join(lines)
 
 
+def request_text(
+    info: AppDryRunInfo, show_secrets: bool, apps: Sequence[AppDryRunInfo] = ()
+) -> str:
+    """The request as a dry run shows it: secrets masked, drawn values as placeholders, in a
+    way that keeps its format valid (the backend's YAML still parses, its names stay names).
+
+    Every dry run prints through here (run, sweep, rerun); apps: the apps whose secrets a
+    request holds when it is not one app's (a sweep's job array)."""
+    from trainlaunch.cli.redact import mask_text, secret_values
+
+    owners = [i.app for i in (*apps, info) if i.app is not None]
+    hidden = [] if show_secrets else secret_values(r.env for a in owners for r in a.roles)
+    return info.text(lambda text: with_placeholders(mask_text(text, hidden), info.drawn))
+
+
 def print_dryrun(info: AppDryRunInfo, as_json: bool, show_secrets: bool) -> None:
     """The request exactly (secrets masked, drawn values as placeholders) and the summary."""
-    from trainlaunch.redact import mask_text, redact_env, secret_values
+    from trainlaunch.cli.redact import redact_env
 
-    hidden = (
-        [] if show_secrets or info.app is None else secret_values(r.env for r in info.app.roles)
-    )
     if as_json:
         doc: dict[str, Any] = {"scheduler": info.scheduler, "app_id": info.app_id}
         if info.replicas:
@@ -100,9 +112,9 @@ def print_dryrun(info: AppDryRunInfo, as_json: bool, show_secrets: bool) -> None
                 {**r.to_dict(), "env": redact_env(r.env, show_secrets)} for r in info.replicas
             ]
         else:
-            doc["request"] = mask_text(str(info), hidden)
+            doc["request"] = request_text(info, show_secrets)
         doc["summary"] = summary(info)
         output.emit_json(with_placeholders(doc, info.drawn))
         return
-    output.emit(with_placeholders(mask_text(str(info), hidden), info.drawn))
+    output.emit(request_text(info, show_secrets))
     output.narrate(summary_text(info))

@@ -5,11 +5,14 @@ from __future__ import annotations
 import click
 
 from trainlaunch.cli import output, render
+from trainlaunch.cli.backends import names, scheduler_option
+from trainlaunch.cli.handles import SWEEP_ID
+from trainlaunch.handles import SweepHandle
 from trainlaunch.specs import AppState
 
 
 @click.command("list")
-@click.option("-s", "--scheduler", default=None, help="Backend to list (default: local).")
+@scheduler_option(lambda: f"Backend to list: {', '.join(names())} (default: {names()[0]}).")
 @click.option(
     "--state",
     "states",
@@ -18,28 +21,35 @@ from trainlaunch.specs import AppState
     help="Only apps in this state (repeatable).",
 )
 @click.option("--running", is_flag=True, help="Only apps that have not ended.")
-@click.option("--sweep", "sweep_id", default=None, metavar="ID", help="The points of one sweep.")
+@click.option(
+    "--sweep", "sweep", type=SWEEP_ID, default=None, metavar="ID", help="The points of one sweep."
+)
 @output.json_option
 def command(
     scheduler: str | None,
     states: tuple[str, ...],
     running: bool,
-    sweep_id: str | None,
+    sweep: SweepHandle | None,
     as_json: bool,
 ) -> None:
-    """List apps, newest first (or the points of a sweep with --sweep)."""
+    """List apps, newest first (or the points of a sweep with --sweep).
+
+    \b
+    Example:
+      trainlaunch list --running
+    """
     from trainlaunch.runner import get_runner
 
-    if sweep_id is not None:
-        from trainlaunch import sweep_runs, sweeps
-        from trainlaunch.cli import sweep_group
+    if sweep is not None:
+        from trainlaunch.cli import sweep_view
 
-        sid = sweep_runs.sweep_id_of(sweep_id) or sweeps.check_sweep_id(sweep_id)
-        sweep_group.status(sid, sid, as_json)
+        with get_runner() as runner:
+            desc = runner.describe_sweep(sweep)
+        sweep_view.show(desc, as_json)
         return
 
     with get_runner() as runner:
-        rows = runner.list(scheduler or "local")
+        rows = runner.list_apps(scheduler)  # every session's, with state (list() is the seed's)
     wanted = {s.upper() for s in states}
     rows = [
         r

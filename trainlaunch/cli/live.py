@@ -8,6 +8,7 @@ from typing import Any
 from trainlaunch.cli import render
 from trainlaunch.schedulers.api import DescribeAppResponse
 from trainlaunch.specs import AppState
+from trainlaunch.sweeps.status import SweepDescription
 
 
 def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
@@ -37,13 +38,15 @@ def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
             host,
         )
     parts: list[Any] = [head]
-    stall = resp.metadata.get("stall")
+    stall = resp.stall
     if stall:
         parts.append(Text(stall, style="bold yellow"))
     if st.msg and st.msg != stall:
         parts.append(Text(st.msg, style="dim"))
+    if resp.waiting:  # a node of a multi-node job is late (docs/ddp.md)
+        parts.append(Text(render.waiting_line(resp), style="bold yellow"))
     parts.append(table)
-    hang = render.hang_lines(resp.metadata)  # per-rank progress, last hang (docs/hangs.md)
+    hang = render.hang_lines(resp)  # per-rank progress, last hang (docs/hangs.md)
     if hang:
         parts.append(Text("\n".join(line[2:] for line in hang), style="yellow"))
     if len(st.attempts) > 1:
@@ -60,18 +63,29 @@ def status_panel(handle: str, resp: DescribeAppResponse) -> Any:
     return Group(*parts)
 
 
-def watch(handle: str, polls: Iterator[DescribeAppResponse]) -> DescribeAppResponse:
-    """Render the runner's polls as a live-updating status panel on stderr; return the last."""
+def view(handle: str, desc: DescribeAppResponse | SweepDescription) -> Any:
+    """The live view of one poll: an app's status panel, or a sweep's table of points."""
+    if isinstance(desc, SweepDescription):
+        from rich.text import Text
+
+        from trainlaunch.cli.sweep_view import text
+
+        return Text(text(desc))
+    return status_panel(handle, desc)
+
+
+def watch(handle: str, polls: Iterator[Any]) -> Any:
+    """Render the runner's polls as a live-updating view on stderr; return the last."""
     from rich.console import Console
     from rich.live import Live
 
-    resp = next(polls)
+    desc = next(polls)
     with Live(
-        status_panel(handle, resp),
+        view(handle, desc),
         console=Console(stderr=True),
         refresh_per_second=8,
         transient=False,
     ) as live:
-        for resp in polls:
-            live.update(status_panel(handle, resp))
-    return resp
+        for desc in polls:
+            live.update(view(handle, desc))
+    return desc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import functools
 import json
 import os
 import queue
@@ -11,15 +12,26 @@ import re
 import select
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Container, Iterable, Iterator, Mapping
 from typing import Any
 
 import click
 
-from trainlaunch.cli import argv, output
+from trainlaunch.cli import output, ranklogs
+from trainlaunch.cli.handles import LOG_TARGET
 from trainlaunch.errors import AppNotFound, UsageError
+from trainlaunch.handles import Handle, LogTarget, parse_handle, parse_log_target
+from trainlaunch.logmerge.merge import EXACT, FOLLOW_WINDOW_S, MODES, READ_WINDOW_LINES
+from trainlaunch.logmerge.ranks import TeeFormat, tee_format
+from trainlaunch.logmerge.redraw import collapse
+from trainlaunch.logmerge.view import Item, ViewOptions, view
+from trainlaunch.ranklist import rank_list
+from trainlaunch.schedulers.api import DescribeAppResponse
+from trainlaunch.sweeps.status import SweepDescription
 
-_COLORS = ["36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91"]
+AUTO = "auto"
+MERGE_CHOICES = (AUTO, "off", *MODES)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 
 
@@ -43,14 +55,16 @@ def parse_time(text: str | None) -> float | None:
         ) from None
 
 
-def targets(runner: Any, target: str) -> tuple[str, list[tuple[str, int]]]:
-    """The handle and the (role, replica) pairs a logs target names."""
-    from trainlaunch.handles import parse_log_target
-
-    t = parse_log_target(target)
-    handle = str(t.handle)
+def targets(
+    runner: Any, target: LogTarget | str, resp: DescribeAppResponse | None = None
+) -> tuple[Handle, list[tuple[str, int]], Any]:
+    """The handle, the (role, replica) pairs a logs target names and the AppDef (None when
+    not recorded; resp: the app's description, when the caller has it; AppNotFound for an
+    unknown app)."""
+    t = target if isinstance(target, LogTarget) else parse_log_target(target)
+    handle = t.handle  # the value: the runner never parses it again
+    app = (resp or runner.describe_app(handle)).app  # its roles say how their lines look
     if t.role is None:
-        app = runner.describe(handle)
         if app is None:  # e.g. a Slurm job trainlaunch did not start: nothing says where
             raise AppNotFound(
                 f"no logs for {handle}: trainlaunch has no record of how it was started",
@@ -66,35 +80,28 @@ def targets(runner: Any, target: str) -> tuple[str, list[tuple[str, int]]]:
             missing = sorted(set(t.replicas) - set(ids))
             if missing:  # like a missing app or role: not found (exit 4), not a usage error
                 raise AppNotFound(
-                    f"role {role!r} has no replica {missing[0]}; it has {', '.join(map(str, ids))}",
+                    f"role {role!r} has no replica {missing[0]}; its replicas: "
+                    + (rank_list(ids) or "none"),
                     hint=f"trainlaunch logs {handle}/{role}/{ids[0]}" if ids else None,
                 )
             ids = [i for i in ids if i in t.replicas]
         pairs += [(role, i) for i in ids]
-    return handle, pairs
+    return handle, pairs, app
 
 
-Source = tuple[str, str, int]  # (handle, role, replica): one log to read
-
-
-def _prefixer(
-    sources: list[Source], labels: dict[Source, str], color: bool, raw: bool
-) -> dict[Source, str]:
-    if raw:
-        return {s: "" for s in sources}
-    width = max(len(labels[s]) for s in sources) if sources else 0
-    out = {}
-    for n, s in enumerate(sources):
-        label = labels[s].ljust(width)
-        out[s] = f"\x1b[{_COLORS[n % len(_COLORS)]}m{label}\x1b[0m " if color else f"{label} "
-    return out
+Source = tuple[Handle, str, int]  # (handle, role, replica): one log to read
 
 
 def _lines(
-    runner: Any, sources: list[Source], follow: bool, **kw: Any
-) -> Iterator[tuple[Source, str]]:
-    """Each source's lines; with follow, all at once, interleaved in arrival order."""
-    if not follow or len(sources) == 1:
+    runner: Any, sources: list[Source], follow: bool, ticks: bool = False, **kw: Any
+) -> Iterator[tuple[Source, str] | None]:
+    """Each source's lines; with follow, all at once, interleaved in arrival order. ticks:
+    a finished log's sources in turn, one line each (the order merging compares them in),
+    and, following, None whenever nothing arrived for TICK_S (merged lines fall due)."""
+    if not follow and ticks:
+        yield from _round_robin(runner, sources, **kw)
+        return
+    if not follow or (len(sources) == 1 and not ticks):
         for s in sources:
             for line in runner.log_lines(s[0], s[1], s[2], should_tail=follow, **kw):
                 yield s, line
@@ -115,13 +122,39 @@ def _lines(
         threading.Thread(target=pump, args=(s,), daemon=True).start()
     left = len(sources)
     while left:
-        item = q.get()
+        try:
+            item = q.get(timeout=TICK_S if ticks else None)
+        except queue.Empty:
+            yield None
+            continue
         if item is done:
             left -= 1
         elif isinstance(item, BaseException):
             raise item
         else:
             yield item
+
+
+TICK_S = 0.05  # following merged lines: how often waiting ones are checked
+
+
+def _round_robin(runner: Any, sources: list[Source], **kw: Any) -> Iterator[tuple[Source, str]]:
+    """One line of each source in turn (finished logs: the replicas ran side by side)."""
+    return round_robin(
+        {s: runner.log_lines(s[0], s[1], s[2], should_tail=False, **kw) for s in sources}
+    )
+
+
+def round_robin(lines: Mapping[Any, Iterable[str]]) -> Iterator[tuple[Any, str]]:
+    """(source, line): one line of each source in turn until every one is exhausted."""
+    its = [(s, iter(v)) for s, v in lines.items()]
+    while its:
+        for pair in list(its):
+            line = next(pair[1], None)
+            if line is None:
+                its.remove(pair)
+            else:
+                yield pair[0], line
 
 
 CHUNK = 256 << 10  # with the pipe grown to PIPE_BYTES: measured fastest (bench/README.md)
@@ -209,7 +242,7 @@ _NO_SENDFILE = {errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP}
 
 def stream_all(
     runner: Any,
-    target: str,
+    target: LogTarget | str,
     follow: bool,
     regex: str | None = None,
     since: str | None = None,
@@ -217,26 +250,52 @@ def stream_all(
     streams: str | None = None,
     as_json: bool = False,
     raw: bool = False,
+    merge: str | None = AUTO,
+    ranks: Container[int] | None = None,
+    out: Any = None,
+    resp: DescribeAppResponse | None = None,
 ) -> None:
-    """Print the lines of every targeted replica (following until the app ends)."""
-    handle, pairs = targets(runner, target)
+    """Print the lines of every targeted replica (following until the app ends), each with
+    the one prefix of its writer; merge: exact, fuzzy, off, or auto (docs/logs.md); out:
+    where (default stdout)."""
+    handle, pairs, app = targets(runner, target, resp)
     sources = [(handle, r, i) for r, i in pairs]
-    color = output.stdout_is_tty() and not as_json
-    prefix = _prefixer(sources, {s: f"{s[1]}/{s[2]}" for s in sources}, color, raw)
-    if not (follow or regex or since or until or as_json):
+    formats = console_formats(app, sources)
+    out = out or sys.stdout
+    tty = out.isatty()
+    mode = merge_mode(merge, formats.values(), raw, tty and not as_json)
+    labels = ranklogs.Labels(formats, tty and not as_json, raw)
+    if not (follow or regex or since or until or as_json or mode or ranks is not None):
         files = {s: runner.log_files(*s, streams) for s in sources}
-        if all(f is not None for f in files.values()):
+        if all(f is not None for f in files.values()) and ranklogs.can_copy(formats.values()):
             sys.stdout.flush()
             for s in sources:
+                own, table = labels.copy_table(s, formats[s])
                 for path in files[s] or []:
-                    copy_with_prefix(path, prefix[s].encode(), sys.stdout.buffer)
+                    redraw = not raw and ranklogs.redrawn(path)  # a progress bar's \r
+                    if raw or not (table or redraw):
+                        copy_with_prefix(path, own, sys.stdout.buffer)
+                    else:
+                        ranklogs.relabelled_copy(path, own, table, sys.stdout.buffer, redraw)
+            if not any(_size(path) for paths in files.values() for path in paths or []):
+                output.narrate(f"{handle}: no output (its logs are empty)")  # not silence
             return
-    _print(runner, sources, prefix, follow, regex, since, until, streams, as_json, {})
+    options = ViewOptions(mode, ranks, FOLLOW_WINDOW_S if follow else READ_WINDOW_LINES)
+    _print(
+        runner, sources, formats, labels, follow, regex, since, until, streams, as_json, {}, options
+    )
+
+
+def _size(path: Any) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def follow_sweep(
     runner: Any,
-    points: list[tuple[str, str]],
+    points: list[tuple[LogTarget | str, str]],
     regex: str | None = None,
     since: str | None = None,
     until: str | None = None,
@@ -247,21 +306,63 @@ def follow_sweep(
     """Follow every replica of every (handle, label) point at once, each line prefixed
     ``[label] role/replica``; ends once every point has ended (queued ones included)."""
     sources: list[Source] = []
-    labels: dict[Source, str] = {}
-    for handle, label in points:
-        for role, replica in targets(runner, handle)[1]:
-            sources.append((handle, role, replica))
-            labels[sources[-1]] = f"[{label}] {role}/{replica}"
-    prefix = _prefixer(sources, labels, output.stdout_is_tty() and not as_json, raw)
-    by_handle = dict(points)
+    formats: dict[Source, TeeFormat] = {}
+    by_handle: dict[Handle, str] = {}
+    for target, label in points:
+        handle, pairs, app = targets(runner, target)
+        by_handle[handle] = label
+        mine = [(handle, role, replica) for role, replica in pairs]
+        sources += mine
+        formats.update(console_formats(app, mine))
     point = {s: by_handle[s[0]] for s in sources}
-    _print(runner, sources, prefix, True, regex, since, until, streams, as_json, point)
+    labels = ranklogs.Labels(formats, output.stdout_is_tty() and not as_json, raw, point)
+    options = ViewOptions(None, None, FOLLOW_WINDOW_S)
+    _print(
+        runner,
+        sources,
+        formats,
+        labels,
+        True,
+        regex,
+        since,
+        until,
+        streams,
+        as_json,
+        point,
+        options,
+    )
+
+
+def merge_mode(
+    merge: str | None, formats: Iterable[TeeFormat], raw: bool = False, tty: bool = False
+) -> str | None:
+    """exact, fuzzy or None (no merging) for a --merge value. auto merges for a person (tty)
+    reading node agents that run more than one rank between them; a pipe gets every line, at
+    the bulk copy's speed (docs/logs.md says why)."""
+    if merge in (None, "off") or raw:
+        if raw and merge not in (None, "off", AUTO):
+            raise UsageError("--raw shows the lines as written: it cannot --merge them")
+        return None
+    if merge != AUTO:
+        return merge
+    ranks = sum(len(f.writers()) for f in formats if f.pattern is not None)
+    return EXACT if ranks > 1 and tty else None
+
+
+def console_formats(app: Any, sources: list[Source]) -> dict[Source, TeeFormat]:
+    """Each replica's console format (from its role in the AppDef; plain when unrecorded)."""
+    out = {}
+    for s in sources:
+        role = next((r for r in app.roles if r.name == s[1]), None) if app else None
+        out[s] = tee_format(role, s[2], role.env) if role else TeeFormat(s[1], s[2], None, None)
+    return out
 
 
 def _print(
     runner: Any,
     sources: list[Source],
-    prefix: dict[Source, str],
+    formats: dict[Source, TeeFormat],
+    labels: ranklogs.Labels,
     follow: bool,
     regex: str | None,
     since: str | None,
@@ -269,6 +370,8 @@ def _print(
     streams: str | None,
     as_json: bool,
     point: dict[Source, str],
+    options: ViewOptions,
+    out: Any = None,
 ) -> None:
     kw = {
         "regex": regex,
@@ -276,22 +379,80 @@ def _print(
         "until": parse_time(until),
         "streams": streams,
     }
-    write = sys.stdout.write
-    for source, line in _lines(runner, sources, follow, **kw):
+    merging = options.merge is not None
+    seen = [0]
+
+    def items() -> Iterator[Item | None]:
+        for item in _lines(runner, sources, follow, ticks=merging, **kw):
+            if item is None:
+                yield None
+                continue
+            seen[0] += 1
+            fmt, line = formats[item[0]], item[1]
+            if "\r" in line and not labels.raw:  # a redrawn line: as a terminal left it
+                text = fmt.split(line)[1]
+                line = line[: len(line) - len(text)] + collapse(text)
+            yield item[0], fmt, line
+
+    clock = time.monotonic if follow else (lambda: float(seen[0]))
+    out = out or sys.stdout
+    write = out.write
+    for source, m in view(items(), list(formats.values()), options, clock):
         if as_json:
-            extra = {"handle": source[0], "point": point[source]} if point else {}
-            write(json.dumps({**extra, "role": source[1], "replica": source[2], "line": line}))
+            extra = {"handle": str(source[0]), "point": point[source]} if point and source else {}  # type: ignore[index]
+            write(json.dumps(ranklogs.doc(m, merging, extra)))
             write("\n")
         else:
-            write(prefix[source] + line + "\n")
+            write(labels.line(source, m) + "\n")
         if follow:
-            sys.stdout.flush()
+            out.flush()
+    if sources and not (follow or seen[0] or regex or since or until):
+        output.narrate(f"{sources[0][0]}: no output (its logs are empty)")  # not silence
 
 
-@click.command("logs")
-@click.argument(
-    "target", metavar="HANDLE[/ROLE[/REPLICA,...]]", shell_complete=argv.complete_app_id
-)
+class _MergeCommand(click.Command):
+    """``--merge`` alone is a switch, ``--merge=fuzzy`` names the mode (never the next
+    argument: ``logs --merge HANDLE`` reads HANDLE as the handle)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Rewrite ``--merge=MODE`` to the hidden ``--merge-mode MODE``."""
+        out: list[str] = []
+        for i, a in enumerate(args):
+            if a == "--":
+                out += args[i:]
+                break
+            out += ["--merge-mode", a.split("=", 1)[1]] if a.startswith("--merge=") else [a]
+        return super().parse_args(ctx, out)
+
+
+@functools.singledispatch
+def _show(desc: object, runner: Any, target: LogTarget, follow: bool, **kw: Any) -> None:
+    raise TypeError(f"no logs view of {type(desc).__name__}")
+
+
+@_show.register
+def _(desc: DescribeAppResponse, runner: Any, target: LogTarget, follow: bool, **kw: Any) -> None:
+    stream_all(runner, target, follow, resp=desc, **kw)
+
+
+@_show.register
+def _(desc: SweepDescription, runner: Any, target: LogTarget, follow: bool, **kw: Any) -> None:
+    per_point = [  # the target's role/replicas, of each submitted point
+        (LogTarget(parse_handle(p.handle), target.role, target.replicas), p)
+        for p in desc.points
+        if p.handle
+    ]
+    if follow:  # every point at once, interleaved, ending when the last has (docs/sweeps.md)
+        kw = {k: v for k, v in kw.items() if k not in ("merge", "ranks")}  # one rank a point
+        follow_sweep(runner, [(t, p.label) for t, p in per_point], **kw)
+        return
+    for t, p in per_point:  # each point in turn, under a header
+        output.emit(f"==> {p.handle} ({p.label}) <==")
+        stream_all(runner, t, False, resp=p.resp, **kw)
+
+
+@click.command("logs", cls=_MergeCommand)
+@click.argument("target", metavar="HANDLE[/ROLE[/REPLICA,...]]", type=LOG_TARGET)
 @click.option(
     "-f",
     "--follow",
@@ -309,24 +470,55 @@ def _print(
     default=None,
     help="Only stdout or only stderr (default: combined, both in the order they were written).",
 )
-@click.option("--raw", is_flag=True, help="No role/replica prefix.")
+@click.option("--raw", is_flag=True, help="The lines as written: no prefix of trainlaunch's.")
+@click.option(
+    "--merge",
+    "merge_flag",
+    flag_value=EXACT,
+    default=None,
+    help="A line several ranks wrote, once with its ranks (the default on a terminal); "
+    "--merge=fuzzy: numbers may differ (loss 0.41..0.44); --merge=off.",
+)
+@click.option("--no-merge", "merge_flag", flag_value="off", help="Every line of every rank.")
+@click.option("--merge-mode", default=None, hidden=True)
+@click.option(
+    "--ranks",
+    "ranks",
+    default=None,
+    metavar="R,R-R",
+    help="Only these ranks' lines, plus every rank's warnings, errors and tracebacks.",
+)
 @click.option(
     "--json",
     "as_json",
     is_flag=True,
-    help='JSON Lines on stdout: {"role", "replica", "line"} per line.',
+    help='JSON Lines on stdout: {"role", "replica", "rank", "local_rank", "line"} per line '
+    '(merging: {"ranks", "writers", "line", "urgent"}).',
 )
 def command(
-    target: str,
+    target: LogTarget,
     follow: bool,
     regex: str | None,
     since: str | None,
     until: str | None,
     streams: str | None,
     raw: bool,
+    merge_flag: str | None,
+    merge_mode: str | None,
+    ranks: str | None,
     as_json: bool,
 ) -> None:
-    """Print the logs of an app, each line prefixed with its role/replica."""
+    """Print the logs of an app (a sweep: of every point), each line prefixed with who wrote
+    it (role/replica, rank).
+
+    On a terminal, lines that several ranks wrote are shown once with their ranks (--merge;
+    a pipe gets every line unless asked); --ranks 0 shows rank 0 and every other rank's
+    warnings and errors.
+
+    \b
+    Example:
+      trainlaunch logs -f local://trainlaunch/train-x7k2m9p4qa/train/0
+    """
     from trainlaunch.cli.boundary import raise_on_sigterm
     from trainlaunch.runner import get_runner
 
@@ -335,32 +527,32 @@ def command(
             re.compile(regex)
         except re.error as e:
             raise UsageError(f"invalid --regex {regex!r}: {e}") from None
+    wanted = parse_ranks(ranks)
+    if merge_mode is not None and merge_mode not in MERGE_CHOICES:
+        raise UsageError(
+            f"invalid --merge={merge_mode}: use {', '.join(MERGE_CHOICES)}",
+            hint="--merge (the same text), --merge=fuzzy (numbers may differ)",
+        )
+    merge = merge_mode or merge_flag or AUTO
     if follow:
         raise_on_sigterm()
-    from trainlaunch.sweep_runs import sweep_id_of
-
-    sweep_id = sweep_id_of(target)
-    if sweep_id and follow:  # every point at once, interleaved (docs/sweeps.md)
-        from trainlaunch import sweep_runs, sweeps
-
-        rows = [p for p in sweep_runs.read_sweep(sweep_id)["points"] if p.get("handle")]
-        points = [
-            (
-                p["handle"],
-                sweeps.point_label(sweeps.SweepPoint(p["index"], p["params"], p.get("seed"))),
-            )
-            for p in rows
-        ]
-        with get_runner() as runner:
-            follow_sweep(runner, points, regex, since, until, streams, as_json, raw)
-        return
-    if sweep_id:  # every app of a sweep in turn (docs/sweeps.md)
-        from trainlaunch.cli import sweep_group
-
-        sweep_group.logs(
-            target,
-            lambda r, h: stream_all(r, h, follow, regex, since, until, streams, as_json, raw),
-        )
-        return
+    kw = {"regex": regex, "since": since, "until": until, "streams": streams}
     with get_runner() as runner:
-        stream_all(runner, target, follow, regex, since, until, streams, as_json, raw)
+        desc = runner.describe_handle(target.handle)  # an unknown handle: AppNotFound, exit 4
+        _show(
+            desc, runner, target, follow, as_json=as_json, raw=raw, merge=merge, ranks=wanted,
+            **kw,
+        )  # fmt: skip
+
+
+def parse_ranks(text: str | None) -> Container[int] | None:
+    """--ranks 0,2-3 -> {0, 2, 3} (None: every rank), never expanded (``0-99999999999`` costs
+    nothing: issue 23 #10); a usage error naming the bad part."""
+    if text is None:
+        return None
+    from trainlaunch.ranklist import RankRanges
+
+    try:
+        return RankRanges(text)
+    except ValueError as e:
+        raise UsageError(f"--ranks: {e}", hint="e.g. --ranks 0 or --ranks 0,2-3") from None

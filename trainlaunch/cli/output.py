@@ -31,8 +31,13 @@ def _dumps(doc: Any, one_line: bool) -> str:
 
 
 def json_emitted() -> bool:
-    """True once this process printed a JSON document."""
+    """True once this command line printed a JSON document."""
     return bool(_emitted)
+
+
+def forget_emitted() -> None:
+    """A new command line starts (boundary.main may run more than once in one process)."""
+    _emitted.clear()
 
 
 def emit(text: str) -> None:
@@ -44,6 +49,19 @@ def emit(text: str) -> None:
 def narrate(text: str) -> None:
     """Narration on stderr."""
     sys.stderr.write(text + "\n")
+
+
+def narrate_or_drop(text: str) -> None:
+    """Narration that nobody may be reading any more: the `tee` of `2>&1 | tee log` dies of
+    the same Ctrl-C, and a write that fails then must not change what the command does."""
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except OSError:  # EPIPE, EIO: later writes (and the flush at exit) go nowhere instead
+        import os
+
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), sys.stderr.fileno())
 
 
 def stdout_is_tty() -> bool:

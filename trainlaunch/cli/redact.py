@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
-# the issue's rule: names like *TOKEN*, *SECRET*, *PASSWORD*, *KEY* (anywhere in the name)
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|KEY", re.I)
-MASK = "********"
-
-
-def is_secret(name: str) -> bool:
-    """True for env names like *TOKEN*, *SECRET*, *PASSWORD*, *KEY*."""
-    return bool(SECRET_NAME.search(name))
+from trainlaunch.settings import SECRET_MASK as MASK
+from trainlaunch.settings import is_secret  # the one rule; backends keep secrets by it too
 
 
 def redact_env(env: Mapping[str, str], show_secrets: bool = False) -> dict[str, str]:
     """A copy of env with secret-looking values masked (unless show_secrets)."""
     if show_secrets:
         return dict(env)
-    return {k: (MASK if is_secret(k) and v else v) for k, v in env.items()}
+    return {k: (MASK if is_secret(k, v) and v else v) for k, v in env.items()}
 
 
 def secret_values(envs: Iterable[Mapping[str, str]]) -> list[str]:
     """The values of secret-looking variables (longest first, empty ones skipped)."""
-    vals = {v for env in envs for k, v in env.items() if is_secret(k) and v}
+    vals = {v for env in envs for k, v in env.items() if is_secret(k, v) and v}
     return sorted(vals, key=len, reverse=True)
 
 

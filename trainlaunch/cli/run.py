@@ -7,12 +7,18 @@ from typing import Any
 import click
 
 from trainlaunch.cli import argv, output
-
-
-@click.command("run", context_settings={"allow_interspersed_args": False})
-@click.option(
-    "-s", "--scheduler", default=None, help="Backend: local (default), slurm, kubernetes."
+from trainlaunch.cli.backends import (
+    LazyHelpOption,
+    scheduler_help,
+    scheduler_option,
+    snapshot_defaults,
 )
+
+
+@click.command(
+    "run", cls=argv.ComponentCommand, context_settings={"allow_interspersed_args": False}
+)
+@scheduler_option(scheduler_help)
 @click.option(
     "--cfg",
     "cfgs",
@@ -27,6 +33,12 @@ from trainlaunch.cli import argv, output
     "--wait", "wait_", is_flag=True, help="Wait for the app to end (exit code as `wait`)."
 )
 @click.option("--log", is_flag=True, help="Stream every replica's logs until the app ends.")
+@click.option(
+    "--merge/--no-merge",
+    default=None,
+    help="With --log: a line several ranks wrote, once with its ranks (default: several "
+    "ranks); docs/logs.md.",
+)
 @click.option("--seed", type=int, default=None, help="Seed injected into every rank.")
 @click.option(
     "--export-strategy",
@@ -57,29 +69,46 @@ from trainlaunch.cli import argv, output
     type=float,
     default=None,
     metavar="SECONDS",
-    help="A hang: no output, metrics or heartbeat from any rank this long (cfg hang_timeout).",
+    help=(
+        "A hang: no output, metrics or heartbeat from any rank this long (cfg hang_timeout). "
+        "Until its first line a rank is starting and its CPU time counts too (import torch); "
+        "after it, CPU time does not (call heartbeat() in long silent loops). docs/hangs.md"
+    ),
 )
 @click.option(
     "--on-hang",
-    type=click.Choice(["none", "stop", "restart"]),
     default=None,
-    help="After a hang: report only (none), stop, or restart the app (cfg on_hang).",
+    metavar="none|stop|restart",
+    help="After a hang: report only (none), stop, or restart the app (cfg on_hang; checked "
+    "by the backend's options, `trainlaunch runopts`).",
 )
 @click.option(
     "--snapshot/--no-snapshot",
+    cls=LazyHelpOption,
     default=None,
-    help="Copy the code into the app's directory and run it from there (default: on for "
-    "slurm, off for local; see docs/preemption.md).",
+    lazy_help=lambda: (
+        "Copy the code into the app's directory and run it from there (default: "
+        f"{snapshot_defaults()}; see docs/preemption.md)."
+    ),
+)
+@click.option(
+    "--preflight/--no-preflight",
+    default=None,
+    help="Before the ranks start, check that every node of a dist.ddp app can run it "
+    "(cfg preflight; docs/preflight.md).",
 )
 @output.json_option
 @click.argument("component", shell_complete=argv.complete_component)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.argument(
+    "args", nargs=-1, type=click.UNPROCESSED, shell_complete=argv.complete_component_args
+)
 def command(
     scheduler: str | None,
     cfgs: tuple[str, ...],
     dryrun: bool,
     wait_: bool,
     log: bool,
+    merge: bool | None,
     seed: int | None,
     export_strategy: str | None,
     export_rank: int | None,
@@ -90,6 +119,7 @@ def command(
     hang_timeout: float | None,
     on_hang: str | None,
     snapshot: bool | None,
+    preflight: bool | None,
     as_json: bool,
     component: str,
     args: tuple[str, ...],
@@ -99,12 +129,17 @@ def command(
     COMPONENT is an installed entry point, a builtin like `utils.echo` or `dist.ddp`,
     `pkg.mod.fn`, `pkg.mod:fn` or `path/file.py:fn`; `trainlaunch run COMPONENT --help`
     shows its arguments. With --wait or --log, Ctrl-C (or SIGTERM, or SIGHUP from a closed
-    terminal) stops the app; plain `run` then `wait` never does.
+    terminal) stops the app (Ctrl-C: the ranks get SIGINT first, as from torchrun); plain
+    `run` then `wait` never does.
+
+    \b
+    Example:
+      trainlaunch run --wait dist.ddp --nproc-per-node 2 train.py --lr 0.1
     """
     from trainlaunch.config import load_config
     from trainlaunch.errors import UsageError
     from trainlaunch.resolver import HelpRequested
-    from trainlaunch.runner import get_runner
+    from trainlaunch.runner import CfgRequest, get_runner
     from trainlaunch.settings import RankSettings
 
     config = load_config()
@@ -119,35 +154,36 @@ def command(
     rank_settings = RankSettings(**config.run_settings(cli_settings))
     runner = get_runner(component_defaults={component: config.component_defaults(component)})
     with runner:
-        opts = runner.scheduler_run_opts(sched)
-        cfg: dict[str, Any] = (
-            dict(opts.resolve(config.scheduler_cfg(sched), sched))
-            if config.scheduler_cfg(sched)
-            else {}
+        request = CfgRequest(
+            texts=cfgs,
+            snapshot=snapshot,
+            hang_timeout=hang_timeout,
+            on_hang=on_hang,
+            preflight=preflight,
         )
-        cfg = {k: v for k, v in cfg.items() if v is not None}
-        for text in cfgs:
-            cfg.update(opts.cfg_from_str(text, sched))
-        hang = {"hang_timeout": hang_timeout, "on_hang": on_hang}  # docs/hangs.md
-        cfg.update({k: v for k, v in hang.items() if v is not None})
-        if snapshot is not None:
-            if "snapshot" not in opts:
-                raise UsageError(f"the {sched} backend does not take code snapshots")
-            cfg["snapshot"] = "on" if snapshot else "off"
+        cfg = runner.scheduler_cfg(
+            sched, request, base=config.scheduler_cfg(sched, runner.scheduler_run_opts(sched))
+        )
         try:
             info = runner.dryrun_component(component, list(args), sched, cfg, rank_settings)
         except HelpRequested as h:
             output.emit(h.text)
             return
+        if preflight and not any(r.node_agent for r in (info.app.roles if info.app else ())):
+            raise UsageError(
+                f"--preflight checks the nodes of a dist.ddp app; {component} has no node agent",
+                hint="run the training with dist.ddp (e.g. trainlaunch run --preflight dist.ddp "
+                "-j 2x4 train.py)",
+            )
         if dryrun:
             from trainlaunch.cli.dryrun import print_dryrun
 
             print_dryrun(info, as_json, show_secrets)
             return
         if wait_ or log:
-            _run_and_wait(runner, info, log, as_json, app_exit_code)
+            _run_and_wait(runner, info, log, as_json, app_exit_code, merge)
             return
-        handle = runner.schedule(info)
+        handle = _submit(runner, info)
         if as_json and not (wait_ or log):
             output.emit_json(
                 {"handle": handle, "app_id": handle.rsplit("/", 1)[1], "scheduler": info.scheduler}
@@ -164,10 +200,33 @@ def sys_stdout_flush() -> None:
     sys.stdout.flush()
 
 
-def _run_and_wait(runner: Any, info: Any, log: bool, as_json: bool, app_exit_code: bool) -> None:
+def _submit(runner: Any, info: Any) -> str:
+    """Submit; a signal meanwhile is held until the handle is known and then stops the app: an
+    interrupted `run` leaves no app running whose handle it never printed (issue 23 #13)."""
+    from trainlaunch.cli.boundary import Interrupted, interrupts_held
+
+    handle = None
+    try:
+        with interrupts_held():
+            handle = runner.schedule(info)
+    except KeyboardInterrupt:
+        if handle is None:
+            raise  # interrupted before the app existed: nothing to stop
+        with interrupts_held(deliver=False):  # a second signal must not cut the stop short
+            runner.cancel(handle)
+            output.narrate_or_drop(f"interrupted: {handle} stopped before its handle was printed")
+        raise Interrupted from None
+    return handle
+
+
+def _run_and_wait(
+    runner: Any, info: Any, log: bool, as_json: bool, app_exit_code: bool, merge: bool | None
+) -> None:
     """Submit, print the handle, wait; an interrupt at any point after submission stops the app."""
-    from trainlaunch.cli.boundary import interrupts_held
-    from trainlaunch.cli.waiting import finish, wait_for
+    from trainlaunch.cli.boundary import Interrupted, interrupts_held
+    from trainlaunch.cli.logs import AUTO, stream_all  # before the app exists: an interrupt
+    from trainlaunch.cli.waiting import finish, wait_for  # during an import is no bug of ours
+    from trainlaunch.node.interrupts import by_ctrl_c
 
     handle = None
     try:
@@ -177,18 +236,19 @@ def _run_and_wait(runner: Any, info: Any, log: bool, as_json: bool, app_exit_cod
             output.emit(handle)
             sys_stdout_flush()
         if log:
-            from trainlaunch.cli.logs import stream_all
-
-            stream_all(runner, handle, follow=True)
+            mode = AUTO if merge is None else "exact" if merge else "off"
+            stream_all(runner, handle, follow=True, merge=mode)
             resp = wait_for(runner, handle, None, live=False)
         else:
             resp = wait_for(runner, handle, None, live=output.stderr_is_tty() and not as_json)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if handle is None:
             raise  # interrupted before the app existed: nothing to stop
         with interrupts_held(deliver=False):  # a second Ctrl-C must not cut the stop short
-            output.narrate(f"interrupted: stopping {handle} ...")
-            runner.cancel(handle)
-            output.narrate(f"{handle} stopped")
-        raise
+            # stderr may be gone with the Ctrl-C (`2>&1 | tee`): no write may skip the stop
+            output.narrate_or_drop(f"interrupted: stopping {handle} ...")
+            # Ctrl-C reaches the ranks as SIGINT, as torchrun's does (SIGTERM/SIGHUP: SIGTERM)
+            runner.cancel(handle, interrupt=by_ctrl_c(e))
+            output.narrate_or_drop(f"{handle} stopped")
+        raise Interrupted from None
     finish(handle, resp, as_json, app_exit_code)

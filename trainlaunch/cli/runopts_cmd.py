@@ -7,13 +7,19 @@ from typing import Any
 import click
 
 from trainlaunch.cli import output
+from trainlaunch.cli.backends import complete_scheduler
 
 
 @click.command("runopts")
-@click.argument("scheduler", required=False)
+@click.argument("scheduler", required=False, shell_complete=complete_scheduler)
 @output.json_option
 def command(scheduler: str | None, as_json: bool) -> None:
-    """Show the typed options (--cfg keys) of one or every scheduler backend."""
+    """Show the typed options (--cfg keys) of one or every scheduler backend.
+
+    \b
+    Example:
+      trainlaunch runopts --json
+    """
     from trainlaunch.runner import get_runner
     from trainlaunch.specs import runopts
 
@@ -36,6 +42,7 @@ def command(scheduler: str | None, as_json: bool) -> None:
                 "default": opt.default,
                 "required": opt.is_required,
                 "help": opt.help,
+                "choices": list(opt.choices) or None,
             }
             for key, opt in opts
         }
@@ -53,5 +60,6 @@ def command(scheduler: str | None, as_json: bool) -> None:
         for key, o in maybe.items():
             req = " (required)" if o["required"] else ""
             default = f" [default: {o['default']}]" if o["default"] is not None else ""
-            lines.append(f"  {key} ({o['type']}){req}{default}\n      {o['help']}")
+            kind = "|".join(o["choices"]) if o["choices"] else o["type"]
+            lines.append(f"  {key} ({kind}){req}{default}\n      {o['help']}")
     output.emit("\n".join(lines))

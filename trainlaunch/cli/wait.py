@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from trainlaunch.cli import argv, output
+from trainlaunch.cli import output
+from trainlaunch.cli.handles import HANDLE
+from trainlaunch.handles import Handle
 
 
 def _seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
@@ -14,7 +16,7 @@ def _seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) 
 
 
 @click.command("wait")
-@click.argument("handle", shell_complete=argv.complete_app_id)
+@click.argument("handle", type=HANDLE)
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),
@@ -28,27 +30,23 @@ def _seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) 
     help="On failure exit with the failing replica's exit code instead of 1.",
 )
 @output.json_option
-def command(handle: str, timeout: float | None, app_exit_code: bool, as_json: bool) -> None:
-    """Wait for an app to end.
+def command(handle: Handle, timeout: float | None, app_exit_code: bool, as_json: bool) -> None:
+    """Wait for an app (a sweep: every point) to end.
 
     Exit 0 if it SUCCEEDED, 1 if it FAILED (or the failing replica's code with
-    --app-exit-code), 6 if it was CANCELLED, 7 on --timeout, 8 if it ended but how is
-    unknown (UNKNOWN: see its message). Ctrl-C stops waiting, not the app.
+    --app-exit-code), 8 if it ended but how is unknown (UNKNOWN: see its message), 6 if it
+    was CANCELLED, 7 on --timeout; for a sweep the first of these that any point has.
+    Ctrl-C stops waiting, not the app.
+
+    \b
+    Example:
+      trainlaunch wait --timeout 3600 local://trainlaunch/train-x7k2m9p4qa
     """
     from trainlaunch.cli.boundary import raise_on_sigterm
     from trainlaunch.cli.waiting import finish, wait_for
-    from trainlaunch.handles import parse_app_handle
     from trainlaunch.runner import get_runner
 
     raise_on_sigterm()  # SIGTERM/SIGHUP end the wait (exit 130), never the app
-    from trainlaunch.sweep_runs import sweep_id_of
-
-    if sid := sweep_id_of(handle):  # a whole sweep (docs/sweeps.md)
-        from trainlaunch.cli import sweep_group
-
-        sweep_group.wait(handle, sid, timeout, as_json)
-        return
-    handle = str(parse_app_handle(handle))
     with get_runner() as runner:
-        resp = wait_for(runner, handle, timeout, live=output.stderr_is_tty() and not as_json)
-    finish(handle, resp, as_json, app_exit_code)
+        desc = wait_for(runner, handle, timeout, live=output.stderr_is_tty() and not as_json)
+    finish(str(handle), desc, as_json, app_exit_code)

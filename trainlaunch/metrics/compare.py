@@ -1,7 +1,7 @@
 """Side-by-side runs: one table row per app (its parameters, last/best of each metric, steps)
 and overlay series of one metric, for ``trainlaunch metrics H1 H2 ...`` and ``metrics SWEEP``.
 
-Pure functions over :class:`trainlaunch.metrics_reader.MetricsData`. An app is summarised by
+Pure functions over :class:`trainlaunch.metrics.reader.MetricsData`. An app is summarised by
 its rank 0 (else its lowest rank): every rank of a data-parallel job logs the same loss.
 "Best" is the minimum for metrics named like a loss or an error (``loss``, ``err``, ``perplexity``)
 and the maximum otherwise.
@@ -14,8 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from trainlaunch import metrics_reader as mr
 from trainlaunch.errors import UsageError
+from trainlaunch.metrics import reader as mr
 
 LOWER_IS_BETTER = ("loss", "err", "perplexity", "mse", "mae")
 MARKS = "*o+x#@%&"  # the chart's markers, in app order
@@ -132,6 +132,31 @@ def label(app: AppMetrics) -> str:
     return " ".join(f"{k}={v}" for k, v in app.params.items()) or app.handle
 
 
+def chart_styles(apps: Sequence[AppMetrics]) -> list[tuple[int, int]]:
+    """Per app, (colour, line style) as indexes in order of first appearance: one colour per
+    parameter values (the seed left out), one line style per seed, so that a sweep's points
+    of one value read as one family and its seeds as the family's members."""
+    colours: dict[str, int] = {}
+    seeds: dict[str, int] = {}
+    out = []
+    for app in apps:
+        values = repr(sorted((k, str(v)) for k, v in app.params.items() if k != "seed"))
+        if not values.strip("[]"):  # no parameters but the seed: each app its own colour
+            values = app.handle
+        seed = str(app.params.get("seed"))
+        out.append((colours.setdefault(values, len(colours)), seeds.setdefault(seed, len(seeds))))
+    return out
+
+
+def spans_decades(values: Sequence[float], decades: int = 3) -> bool:
+    """True when the values are all positive and span more than ``decades`` powers of ten (a
+    chart of them needs a log scale: a loss from 3.5 down to 4e-8 is a flat line on a linear one)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite or min(finite) <= 0:
+        return False
+    return max(finite) / min(finite) > 10.0**decades
+
+
 def render_overlay(apps: Sequence[AppMetrics], metric: str, x: str = "step") -> str:
     """A plain-ASCII chart of metric with one marker per app, and a legend."""
     series = overlay_series(apps, metric, x)
@@ -150,6 +175,7 @@ def render_overlay(apps: Sequence[AppMetrics], metric: str, x: str = "step") -> 
 
 __all__ = [
     "AppMetrics",
+    "chart_styles",
     "compare_rows",
     "label",
     "lower_is_better",
@@ -157,5 +183,6 @@ __all__ = [
     "overlay_series",
     "render_overlay",
     "render_table",
+    "spans_decades",
     "summarize",
 ]

@@ -8,7 +8,7 @@ names in a sidecar (``settings.METRIC_NAMES_SUFFIX``) before it writes a record 
 them. Without a sidecar (a file from another writer, or one whose names were too many to list)
 the whole file is read, still backwards and in bounded memory.
 
-The result is a :class:`~trainlaunch.metrics_reader.MetricsData` holding one record per rank
+The result is a :class:`~trainlaunch.metrics.reader.MetricsData` holding one record per rank
 (its latest values), so the summary renders exactly like a full read; the unparseable and
 truncated line counts cover the lines that were read.
 """
@@ -23,15 +23,16 @@ from typing import Any
 
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
-from trainlaunch.metrics_reader import (
+from trainlaunch.metrics.reader import (
     MAX_DEPTH,
     MAX_LINE_BYTES,
     MetricsData,
     RankKey,
-    find_metric_files,
+    last_data_before,
+    metric_files,
+    next_data,
     rank_of,
     revive,
-    skipped_files,
     too_deep,
     well_shaped,
 )
@@ -44,15 +45,19 @@ try:  # orjson is a dependency; json keeps this module working without it
 except ImportError:  # pragma: no cover
     _loads = json.loads
 
-_SKIP = ("timestamp", "rank")  # header fields that are not shown as values
+HEADER_FIELDS = ("timestamp", "rank")  # header fields that are not shown as values
 
 
-def read_latest(target: str) -> MetricsData:
-    """Per rank, one record of its latest values, from the metrics files at ``target``."""
-    data = MetricsData(files=find_metric_files(target))
-    data.skipped_files = skipped_files(target, data.files)
+def read_latest(
+    target: str,
+    one_file: Callable[[str], tuple[dict[RankKey, dict[str, Any]], int, int]] | None = None,
+) -> MetricsData:
+    """Per rank, one record of its latest values, from the metrics files at ``target``
+    (one_file: how one file's latest values are read; :func:`file_latest` by default)."""
+    files, odd = metric_files(target)
+    data = MetricsData(files=files, skipped_files=odd)
     for path in data.files:  # in file order: a later file's values win, as in a full read
-        latest, skipped, truncated = file_latest(path)
+        latest, skipped, truncated = (one_file or file_latest)(path)
         data.skipped_lines += skipped
         data.truncated_lines += truncated
         for rank, values in latest.items():
@@ -90,19 +95,20 @@ def metric_names_of(path: str) -> dict[RankKey, set[str]] | None:
 
 
 def file_latest(
-    path: str, block: int = BLOCK, max_line: int = MAX_LINE
+    path: str, block: int = BLOCK, max_line: int = MAX_LINE, size: int | None = None
 ) -> tuple[dict[RankKey, dict[str, Any]], int, int]:
     """(latest values per rank, unparseable lines, truncated lines) of one file, read backwards.
 
-    ``block`` is the read size; a line longer than ``max_line`` counts as unparseable.
+    ``block`` is the read size; a line longer than ``max_line`` counts as unparseable; ``size``:
+    read the file as if it ended there (its size when it was stat'ed: metrics/latest.py).
     """
     names = metric_names_of(path)
     wanted = None if names is None else {r: n | {"step", "epoch"} for r, n in names.items()}
     file_rank = rank_of({}, path)
     latest: dict[RankKey, dict[str, Any]] = {}
     skipped = truncated = 0
-    for line in lines_backwards(path, block, max_line):
-        record = _parse(line)
+    for line in lines_backwards(path, block, max_line, size):
+        record = parse_record(line)
         if record is None:
             if line.strip():
                 if line.endswith(b"\n"):
@@ -116,7 +122,7 @@ def file_latest(
         if values is None:
             values = latest[key] = {}
         for name in record.keys() - values.keys():  # usually empty: one set operation in C
-            if name not in _SKIP:
+            if name not in HEADER_FIELDS:
                 values[name] = revive(record[name])
         # every rank the sidecar names has shown every name: nothing older changes the result
         if wanted is not None and all(
@@ -126,7 +132,7 @@ def file_latest(
     return latest, skipped, truncated
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
+def parse_record(line: bytes) -> dict[str, Any] | None:
     """One line as a well-shaped record, or None: the rules of metrics_reader.parse_lines."""
     if line.count(b"[") + line.count(b"{") > MAX_DEPTH and too_deep(
         line.decode("utf-8", "replace")
@@ -144,9 +150,12 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     return record
 
 
-def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> Iterator[bytes]:
+def lines_backwards(
+    path: str, block: int = BLOCK, max_line: int = MAX_LINE, size: int | None = None
+) -> Iterator[bytes]:
     """The lines of a regular file, last first, each with its newline (the file's last line
-    keeps its missing one); a line longer than ``max_line`` comes back as one unparseable line."""
+    keeps its missing one); a line longer than ``max_line`` comes back as one unparseable line.
+    ``size``: the file's first size bytes only (what was written after is not read)."""
     try:  # non-blocking and type-checked: a FIFO swapped in never blocks the reader
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
@@ -154,7 +163,7 @@ def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> 
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UsageError(f"cannot read metrics file {path}: not a regular file")
-        size = f.seek(0, os.SEEK_END)
+        size = f.seek(0, os.SEEK_END) if size is None else min(size, f.seek(0, os.SEEK_END))
         if size == 0:
             return
         f.seek(size - 1)
@@ -174,6 +183,7 @@ def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> 
             if too_long:  # this block continues the dropped line back to its start
                 if not parts:
                     carry = b""  # no newline in this block: all of it belongs to that line
+                    end = _skip_hole(fd, end)
                     continue
                 parts.pop()
                 too_long = False
@@ -183,3 +193,12 @@ def lines_backwards(path: str, block: int = BLOCK, max_line: int = MAX_LINE) -> 
             if len(carry) > max_line:  # unterminated only if it is the file's last line
                 yield b"\x00(line too long)" + newline
                 carry, too_long, newline = b"", True, b"\n"
+
+
+def _skip_hole(fd: int, end: int) -> int:
+    """Where to go on reading back a dropped line from end: past the hole (a sparse file's
+    unwritten NULs, no newline among them) that ends there, if any; 0 if all before is hole."""
+    if end == 0 or next_data(fd, end - 1) == end - 1:
+        return end
+    last = last_data_before(fd, end)
+    return 0 if last is None else last + 1

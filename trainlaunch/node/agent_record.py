@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from typing import Any
 
 AGENT_FILE = "agent.json"
+# after a failed preflight: the scheduler names of the nodes it blamed, one a line (Slurm
+# excludes them when it requeues, docs/preflight.md)
+PREFLIGHT_EXCLUDE_FILE = "preflight.exclude"
 
 
 def agent_file(replica_log_dir: str) -> str:
@@ -25,3 +29,29 @@ def read_agent_state(replica_log_dir: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def waiting_record(replica_log_dirs: Iterable[str]) -> dict[str, Any] | None:
+    """What the first of these node agents that waits for another node recorded (None: none
+    waits): ``line`` (``node 0 of 2 waiting for 1 more node at H:P``), ``since``, ``missing``
+    node ranks, ``node_rank``, ``nnodes``, ``at`` (agent/joins.py; read it while running only:
+    a killed agent leaves its last record)."""
+    for d in replica_log_dirs:
+        waiting = (read_agent_state(d) or {}).get("waiting")
+        if isinstance(waiting, dict) and waiting.get("line"):
+            return waiting
+    return None
+
+
+def preflight_record(replica_log_dirs: Iterable[str]) -> dict[str, Any] | None:
+    """The preflight's verdict as the first of these node agents recorded it (None: none ran).
+
+    Node 0's agent (the first replica) decides for the job: its record is the job's. The
+    fingerprint each agent keeps of its own node stays in its agent.json.
+    """
+    for d in replica_log_dirs:
+        state = read_agent_state(d) or {}
+        verdict = state.get("preflight")
+        if isinstance(verdict, dict):
+            return {k: v for k, v in verdict.items() if k != "fingerprint"}
+    return None

@@ -7,7 +7,6 @@ The local backend slices GPUs between replicas with it and the node agent counts
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping
 
@@ -58,6 +57,8 @@ def gpu_count(environ: Mapping[str, str], count: int | None = None) -> int:
 
 
 def _nvidia_smi_count() -> int:
+    import shutil  # here: the node agent imports this module on every start, most with no GPU
+
     smi = shutil.which("nvidia-smi")
     if not smi:
         return 0

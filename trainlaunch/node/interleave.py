@@ -7,6 +7,13 @@ between the prints that surrounded them. Lines are held until complete (``python
 a line's text and its newline separately), so the other stream never cuts a line in two.
 Torch-free and stdlib-only: the local supervisor, the node agent and the Slurm replica
 runner (schedulers/slurm/replica.py) all use it.
+
+A log that cannot be written (a full disk: ENOSPC) never stops the process writing it: its
+pipe is still drained, what cannot be written is dropped and counted (:class:`LogFile`), and
+once writing works again a line in the file says how much is missing there
+(``[trainlaunch: 524288 bytes lost here: No space left on device]``). The pipe used to be
+closed instead: the process got EPIPE and died of a 5-second full disk, and ``combined.log``
+ended silently earlier than ``stdout.log`` (issue 23 #14).
 """
 
 from __future__ import annotations
@@ -37,6 +44,65 @@ def write_all(fd: int, data: bytes) -> bool:
     return True
 
 
+def _write_some(fd: int, data: bytes) -> tuple[int, int]:
+    """Write as much of data as the file takes: (bytes written, errno of the failure or 0)."""
+    view, done = memoryview(data), 0
+    while done < len(data):
+        try:
+            done += os.write(fd, view[done:])
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EINTR):
+                continue
+            return done, e.errno or errno.EIO
+    return done, 0
+
+
+class LogFile:
+    """An appended log that never blocks or fails its writer: what cannot be written is
+    dropped and counted (``lost``); when a write works again, a line first says how much is
+    missing at that place."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lost = 0  # bytes dropped in all
+        self.gap = 0  # bytes dropped since the last line that says so
+        self.why = ""
+        self._line_start = True  # the file's last byte ends a line (a marker needs its own)
+
+    def write(self, data: bytes) -> None:
+        """Append data, or as much as fits (the rest is counted)."""
+        if self.fd < 0 or not data:
+            return
+        if self.gap and not self.mark():
+            self._drop(len(data), 0)
+            return
+        done, err = _write_some(self.fd, data)
+        if done:
+            self._line_start = data[done - 1 : done] == b"\n"
+        if done < len(data):
+            self._drop(len(data) - done, err)
+
+    def mark(self) -> bool:
+        """Say where and how much was lost (True once said, or when nothing was)."""
+        if not self.gap:
+            return True
+        text = f"[trainlaunch: {self.gap} bytes lost here: {self.why}]\n".encode()
+        text = text if self._line_start else b"\n" + text
+        done, _ = _write_some(self.fd, text)
+        if done:
+            self._line_start = text[done - 1 : done] == b"\n"
+        if done < len(text):
+            return False  # still full: the line is written whole later (a torn one is rare)
+        self.gap = 0
+        return True
+
+    def _drop(self, n: int, err: int) -> None:
+        self.lost += n
+        self.gap += n
+        if err:
+            self.why = os.strerror(err)
+
+
 def open_log(path: str, mode: int = 0o600, truncate: bool = False) -> int:
     """An append-only log file descriptor (not inherited by children)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
@@ -65,7 +131,13 @@ class Combined:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.log = LogFile(fd)  # a full disk drops (and counts) lines, never blocks them
         self.pending: dict[int, bytearray] = {}
+
+    @property
+    def lost(self) -> int:
+        """Bytes that could not be written to the file."""
+        return self.log.lost
 
     def feed(self, stream: int, data: bytes) -> None:
         """Bytes from one stream: its complete lines go out now, the rest waits."""
@@ -75,23 +147,23 @@ class Combined:
         if not cut and len(buf) < MAX_PENDING:
             return
         cut = cut or len(buf)
-        if self.fd >= 0:
-            write_all(self.fd, bytes(buf[:cut]))
+        self.log.write(bytes(buf[:cut]))
         del buf[:cut]
 
     def end(self, stream: int) -> None:
         """The stream ended: its unterminated last line goes out, with a newline."""
         buf = self.pending.pop(stream, None)
-        if buf and self.fd >= 0:
-            write_all(self.fd, bytes(buf) + b"\n")
+        if buf:
+            self.log.write(bytes(buf) + b"\n")
 
     def close(self) -> None:
-        """Flush every stream's last line and close the file."""
+        """Flush every stream's last line and close the file (saying what was lost)."""
         for stream in list(self.pending):
             self.end(stream)
         if self.fd >= 0:
+            self.log.mark()
             os.close(self.fd)
-            self.fd = -1
+            self.fd = self.log.fd = -1
 
 
 def read_available(fd: int, take: Callable[[bytes], bool | None]) -> bool:
@@ -113,16 +185,21 @@ class Pump:
 
     def __init__(self, fd: int, file_fd: int, combined: Combined, stream: int) -> None:
         self.fd, self.file_fd, self.combined, self.stream = fd, file_fd, combined, stream
+        self.file = LogFile(file_fd)
         self.open = True
         os.set_blocking(fd, False)
+
+    @property
+    def lost(self) -> int:
+        """Bytes of this stream that could not be written to its file."""
+        return self.file.lost
 
     def read(self) -> bool:
         """Copy what the pipe holds now; False at end of stream (then close())."""
         return read_available(self.fd, self._take)
 
     def _take(self, data: bytes) -> bool:
-        if self.file_fd >= 0 and not write_all(self.file_fd, data):
-            return False  # the log cannot be written (a full disk): the writer gets EPIPE
+        self.file.write(data)  # a full disk drops and counts: the writer is never blocked
         self.combined.feed(self.stream, data)
         return True
 
@@ -134,6 +211,8 @@ class Pump:
         with contextlib.suppress(OSError):
             self.read()
         self.combined.end(self.stream)
+        if self.file_fd >= 0:
+            self.file.mark()
         for fd in (self.fd, self.file_fd):
             if fd >= 0:
                 os.close(fd)

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -105,6 +104,8 @@ def _positional(spec: Spec, rest: list[str] | None) -> list[Any] | None:
 
 
 def _unknown(spec: Spec, name: str) -> ComponentError:
+    import difflib  # only on a usage error
+
     close = difflib.get_close_matches(name, list(spec.lookup), n=1)
     hint = (
         f"did you mean {close[0]}? "

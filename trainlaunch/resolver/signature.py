@@ -78,8 +78,22 @@ class Spec:
         return next(o for o in self.options if o.param == param)
 
 
+_specs: dict[tuple[str, Callable[..., Any]], Spec] = {}  # a sweep builds one per point
+
+
 def build_spec(component: str, fn: Callable[..., Any]) -> Spec:
-    """Read fn's signature, runtime type hints, docstring and module ALIASES."""
+    """Read fn's signature, runtime type hints, docstring and module ALIASES (once per
+    function: a Spec is a frozen value of them)."""
+    key = (component, fn)
+    spec = _specs.get(key)
+    if spec is None:
+        if len(_specs) >= 256:  # a file component loaded again is a new function: bounded
+            _specs.clear()
+        spec = _specs[key] = _build_spec(component, fn)
+    return spec
+
+
+def _build_spec(component: str, fn: Callable[..., Any]) -> Spec:
     target = inspect.unwrap(fn)  # decorated components: read the real function's hints and doc
     try:
         sig = inspect.signature(fn)

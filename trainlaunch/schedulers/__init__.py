@@ -1,16 +1,20 @@
 """The scheduler registry: a literal map of backend name -> module, imported lazily.
 
 Plugins add backends through the entry-point group ``trainlaunch.schedulers`` (each entry
-point names a module exposing ``create_scheduler``). Adding a builtin backend is one line here.
+point names a module exposing ``create_scheduler`` and, optionally, ``CAPABILITIES`` and
+``SCHEDULER_PARAMS``). Adding a builtin backend is one line here.
 """
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainlaunch.errors import SchedulerUnavailable, UsageError
+
+if TYPE_CHECKING:  # annotations only: the registry imports no backend until one is used
+    from trainlaunch.schedulers.capabilities import Capabilities
 
 DEFAULT_SCHEDULER = "local"
 
@@ -74,6 +78,27 @@ def accepted_params(name: str) -> frozenset[str] | None:
     """The create_scheduler params a backend declares (SCHEDULER_PARAMS; None: undeclared)."""
     declared = getattr(_module(name), "SCHEDULER_PARAMS", None)
     return frozenset(declared) if declared is not None else None
+
+
+def capabilities_of(name: str) -> Capabilities:
+    """What a backend declares it offers (CAPABILITIES; a plugin without one: nothing optional)."""
+    from trainlaunch.schedulers.capabilities import Capabilities
+
+    declared = getattr(_module(name), "CAPABILITIES", None)
+    return declared if isinstance(declared, Capabilities) else Capabilities()
+
+
+def with_capability(capability: str) -> list[str]:
+    """The backends that offer one capability (e.g. "requeue"), in registry order; a backend
+    that cannot be loaded here is left out."""
+    able = []
+    for name in scheduler_names():
+        try:
+            if getattr(capabilities_of(name), capability):
+                able.append(name)
+        except SchedulerUnavailable:
+            continue
+    return able
 
 
 def get_scheduler(name: str, session_name: str, **params: Any) -> Any:

@@ -1,9 +1,12 @@
 """The Scheduler protocol every backend implements, and the values it returns.
 
-A backend is one module exposing ``create_scheduler(session_name, **params) -> Scheduler``.
-``submit_dryrun`` is pure (AppDef + resolved cfg -> the exact request); ``schedule`` is the
-only write. Unknown apps raise :class:`~trainlaunch.errors.AppNotFound`; backend command
-failures raise :class:`~trainlaunch.errors.SchedulerError` with the command's own message.
+A backend is one module exposing ``create_scheduler(session_name, **params) -> Scheduler``
+and ``CAPABILITIES`` (what it offers of the optional members; the CLI asks, it never names a
+backend). ``submit_dryrun`` is pure (AppDef + resolved cfg -> the exact request); ``schedule``
+is the only write. Unknown apps raise :class:`~trainlaunch.errors.AppNotFound`; backend
+command failures raise :class:`~trainlaunch.errors.SchedulerError` with the command's own
+message; an optional member a backend does not offer raises
+:class:`~trainlaunch.errors.Unsupported` (exit 3), the same way everywhere.
 """
 
 from __future__ import annotations
@@ -12,13 +15,14 @@ import abc
 import builtins
 import dataclasses
 import enum
-import os
-import string
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainlaunch.errors import SchedulerError, UsageError
+from trainlaunch.diagnosis.values import Diagnosis
+from trainlaunch.errors import Unsupported, UsageError
+from trainlaunch.metrics.location import metrics_path
+from trainlaunch.schedulers.capabilities import Capabilities
 from trainlaunch.specs import (
     MAX_REPLICAS,
     AppDef,
@@ -30,7 +34,7 @@ from trainlaunch.specs import (
 )
 
 if TYPE_CHECKING:  # annotations only: stacks is imported where stacks are read
-    from trainlaunch.stacks import RankStack
+    from trainlaunch.stacks.values import RankStack
 
 
 def check_params(backend: str, params: Mapping[str, Any], accepted: frozenset[str]) -> None:
@@ -53,18 +57,35 @@ class Stream(str, enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class DescribeAppResponse:
-    """Everything a backend knows about one app."""
+    """Everything a backend knows about one app: typed fields for what every backend may know,
+    ``metadata`` for what only this backend does (job_dir, namespace, ...)."""
 
     app_id: str
     status: AppStatus
     app: AppDef | None = None  # the AppDef as submitted, when the backend recorded it
     cfg: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # seed, log_dir, ...
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the backend's own
+    log_dir: str | None = None  # the directory of the replicas' log files, where there is one
+    created: float | None = None  # unix time of the submission
+    cwd: str | None = None  # the directory it was submitted from (its replicas' working dir)
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # rank settings (seed)
+    snapshot: Mapping[str, Any] | None = None  # its code snapshot (schedulers/snapshot.py)
+    stall: str = ""  # "stalled for 12m: ..." while a running app makes no progress
+    progress: Sequence[Mapping[str, Any]] | None = None  # running: each rank's last progress
+    hang: Mapping[str, Any] | None = None  # the hang watchdog's last record (docs/hangs.md)
+    preflight: Mapping[str, Any] | None = None  # node 0's agent's verdict (docs/preflight.md)
+    waiting: Mapping[str, Any] | None = None  # a node agent waits for late nodes (docs/ddp.md)
+    failure: Diagnosis | None = None  # why it failed or was stopped (docs/failures.md)
 
     @property
     def state(self) -> AppState:
         """Shortcut for status.state."""
         return self.status.state
+
+    @property
+    def is_terminal(self) -> bool:
+        """Shortcut for status.is_terminal: nothing more will happen to the app."""
+        return self.status.is_terminal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +105,7 @@ class Scheduler(abc.ABC):
 
     backend: str = ""
     max_replicas: int = MAX_REPLICAS  # the most replicas (nodes, processes) one app may have
+    capabilities: Capabilities = Capabilities()  # set from the module's CAPABILITIES
 
     def __init__(self, session_name: str) -> None:
         self.session_name = session_name
@@ -111,7 +133,7 @@ class Scheduler(abc.ABC):
 
     def schedule_array(self, dryrun_info: AppDryRunInfo) -> builtins.list[str]:
         """Submit a submit_array_dryrun request; the app ids, one per app, in order."""
-        raise SchedulerError(f"the {self.backend} backend has no job arrays")
+        raise unsupported(self.backend, "arrays", "job arrays")
 
     def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
         """Where metrics go when the user does not say (may contain ``${app_id}``)."""
@@ -121,19 +143,11 @@ class Scheduler(abc.ABC):
         """A dir, file or glob on this machine with the app's metrics files (None: unknown).
 
         By default the recorded metrics path, a relative one taken from the app's working
-        directory (``metadata["cwd"]``, or its place in the code snapshot the ranks ran from)
-        as its ranks did. A backend whose ranks write where
+        directory (``cwd``, or its place in the code snapshot the ranks ran from) as its
+        ranks did: the one rule of metrics/location.py. A backend whose ranks write where
         this machine cannot read raises UsageError saying where the metrics are.
         """
-        path = recorded_metrics_path(resp)
-        cwd = resp.metadata.get("cwd")
-        snap = resp.metadata.get("snapshot")
-        if isinstance(snap, dict) and isinstance(snap.get("path"), str):  # ranks ran in the copy
-            cwd = os.path.join(snap["path"], str(snap.get("cwd_rel") or "."))
-        if path and not os.path.isabs(path) and isinstance(cwd, str) and cwd:
-            slash = "/" if path.endswith("/") else ""  # a directory stays one
-            path = os.path.normpath(os.path.join(cwd, path)) + slash
-        return path
+        return metrics_path(resp.app_id, resp.app, resp.settings, resp.snapshot, resp.cwd)
 
     # -- queries -----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -152,17 +166,31 @@ class Scheduler(abc.ABC):
     def cancel(self, app_id: str) -> None:
         """Stop the app (all its processes); AppNotFound if unknown."""
 
+    def interrupt(self, app_id: str) -> None:
+        """Stop the app as Ctrl-C stops torchrun: its ranks get SIGINT first, so their
+        ``except KeyboardInterrupt`` runs, then the stop signal and SIGKILL; AppNotFound if
+        unknown. A backend that cannot send SIGINT first stops it as cancel does."""
+        self.cancel(app_id)
+
     def cancel_many(self, app_ids: Sequence[str]) -> None:
         """Stop several apps, in this order (a backend may stop them all at once)."""
         for app_id in app_ids:
             self.cancel(app_id)
 
+    def describe_queued(self, app_ids: Sequence[str]) -> dict[str, DescribeAppResponse]:
+        """Descriptions of those of app_ids that wait for a slot, answered together where the
+        backend can do it cheaply (a sweep's queued points); the others are left out."""
+        return {}
+
+    def close_slot_group(self, name: str) -> None:
+        """Stop a slot group (specs.SlotGroup): none of its apps that wait for a slot starts
+        any more (they end CANCELLED); the running ones are stopped by cancel. A backend
+        without slot groups has none to close."""
+        return None
+
     def requeue(self, app_id: str) -> None:
         """Preempt the app now: warn its ranks, stop it, run it again (max_requeues)."""
-        raise UsageError(
-            f"the {self.backend} backend cannot requeue an app on request",
-            hint="`trainlaunch stop --requeue` works on the local and slurm backends",
-        )
+        raise unsupported(self.backend, "requeue", "requeuing an app on request")
 
     def log_iter(
         self,
@@ -179,7 +207,7 @@ class Scheduler(abc.ABC):
 
         With should_tail, keep yielding new lines until the app is terminal.
         """
-        raise NotImplementedError(f"{self.backend} does not support logs")
+        raise unsupported(self.backend, "logs", "logs")
 
     def log_files(
         self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
@@ -196,19 +224,28 @@ class Scheduler(abc.ABC):
 
     def stacks(self, app_id: str, native: bool = False) -> builtins.list[RankStack]:
         """Every rank's stack right now (py-spy dumps taken together); see docs/hangs.md."""
-        raise SchedulerError(f"`stack` is not supported by the {self.backend} backend")
+        raise unsupported(self.backend, "stacks", "`stack`")
 
     def close(self) -> None:  # noqa: B027 (optional hook, deliberately not abstract)
         """Release resources (nothing by default)."""
 
 
-def recorded_metrics_path(resp: DescribeAppResponse) -> str | None:
-    """The metrics path the app's ranks got (``${app_id}`` filled, ``{rank}`` as ``*``)."""
-    recorded: dict[str, Any] = {}
-    if resp.app is not None:
-        recorded = dict(resp.app.metadata.get("trainlaunch") or {})
-    path = recorded.get("metrics_path") or (resp.metadata.get("settings") or {}).get("metrics_path")
-    if not path:
-        return None
-    path = string.Template(str(path)).safe_substitute(app_id=resp.app_id)
-    return os.path.expanduser(path).replace("{rank}", "*")
+def hang_fields(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """DescribeAppResponse's stall, progress and hang from a watchdog view's keys."""
+    return {
+        "stall": str(meta.get("stall") or ""),
+        "progress": meta.get("progress"),
+        "hang": meta.get("hang") or None,
+    }
+
+
+def unsupported(backend: str, capability: str, what: str) -> Unsupported:
+    """The one error for an optional member a backend does not offer; the hint names those
+    that do (from their declared capabilities)."""
+    from trainlaunch import schedulers  # the registry: only on this error
+
+    able = [n for n in schedulers.with_capability(capability) if n != backend]
+    return Unsupported(
+        f"the {backend} backend does not support {what}",
+        hint=f"backends that do: {', '.join(able)}" if able else None,
+    )

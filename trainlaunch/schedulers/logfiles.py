@@ -11,7 +11,7 @@ from pathlib import Path
 from trainlaunch.errors import StoreError
 
 STREAM_FILES = {"stdout": "stdout.log", "stderr": "stderr.log"}  # one replica's output files
-COMBINED_FILE = "combined.log"  # both streams in arrival order (trainlaunch/interleave.py)
+COMBINED_FILE = "combined.log"  # both streams in arrival order (trainlaunch/node/interleave.py)
 FOLLOW_POLL_S = 0.05  # how often a follower looks for new bytes (latency target: 0.2 s)
 FINISHED_CHECK_S = 0.25  # how often it asks whether the app has ended
 

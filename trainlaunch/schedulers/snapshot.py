@@ -14,22 +14,28 @@ working directory, arguments and ``PYTHONPATH`` so that they point into the copy
   or ``MAX_FILES`` is refused with a hint (``--no-snapshot``).
 * A directory that is itself a snapshot (it holds ``SNAPSHOT_META``) is copied as it is,
   keeping its commit: ``trainlaunch rerun`` runs the original's code again.
+* Shared by content where the caller gives an object store (the local backend:
+  ``$TRAINLAUNCH_HOME/snapshots``): each file is kept once, read-only, named by its SHA-256,
+  and every snapshot is a tree of hard links to those files. A 20-point sweep of a 10 MiB
+  project adds ~10 MiB, not 20 copies (issue 23 #23); new files a job writes into its
+  directory stay its own. The store's files are bounded in all (``store_limit``): a snapshot
+  that would pass the bound is refused with the sizes and what to do; files no snapshot
+  links any more (their apps deleted) are removed first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import fnmatch
 import json
 import os
-import shutil
 import stat
-import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainlaunch.errors import UsageError
+from trainlaunch.errors import StoreError, UsageError
 
 SNAPSHOT_DIR = "snapshot"  # inside the app's / job's directory
 SNAPSHOT_META = ".trainlaunch-snapshot.json"  # inside the snapshot: what it is a copy of
@@ -37,6 +43,8 @@ IGNORE_FILE = ".trainlaunchignore"
 MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_TOTAL_BYTES = 200 * 1024 * 1024
 MAX_FILES = 20_000
+STORE_LIMIT_MIB = 2048  # the default bound on a store's shared snapshot files, in all
+OBJECTS = "objects"  # in the object store: <sha256 two hex>/<sha256>[.x]
 SKIP_DIRS = frozenset(
     {
         ".git",
@@ -130,6 +138,8 @@ def human_size(n: int) -> str:
 
 
 def _git(cwd: str, *args: str) -> str | None:
+    import subprocess  # snapshots only: every `run` imports this module, most take none
+
     try:
         proc = subprocess.run(
             ["git", "-C", cwd, *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False
@@ -148,6 +158,8 @@ def _ignore_patterns(root: Path) -> list[str]:
 
 
 def _ignored(rel: str, patterns: Sequence[str]) -> bool:
+    import fnmatch
+
     name = rel.rsplit("/", 1)[-1]
     return any(
         fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) or rel.startswith(p.rstrip("/") + "/")
@@ -230,12 +242,33 @@ def from_option(value: object, cwd: str, exclude: Sequence[Path] = ()) -> Snapsh
         return None
     if text.lower() in ON:
         return plan(cwd, exclude)
-    if _read_meta(Path(text)) is None:
+    return _earlier(text)
+
+
+def _earlier(path: str) -> SnapshotPlan:
+    """An earlier snapshot (a rerun's), checked whole now: a rerun runs exactly that code or
+    is refused naming what is gone, never today's code instead (issue 23 #8, #18)."""
+    hint = "--cfg snapshot=on runs a new snapshot of today's code, snapshot=off the working tree"
+    meta = _read_meta(Path(path))
+    if meta is None:
+        if not os.path.isdir(path):
+            raise UsageError(f"the code snapshot {path} is gone (deleted?)", hint=hint)
+        if os.path.lexists(os.path.join(path, SNAPSHOT_META)):
+            raise UsageError(f"the code snapshot {path} is damaged ({SNAPSHOT_META})", hint=hint)
         raise UsageError(
-            f"option 'snapshot': {text!r} is not on, off or a snapshot directory",
-            hint=f"a snapshot directory holds {SNAPSHOT_META}",
+            f"{path} is not on, off or a snapshot directory (it has no {SNAPSHOT_META})",
+            hint=hint,
         )
-    return plan(text)
+    p = plan(path)
+    paths = meta.get("paths")
+    paths = paths if isinstance(paths, list) else []
+    gone = [str(f) for f in paths if not os.path.lexists(os.path.join(path, str(f)))]
+    count = meta.get("files")
+    lost = count - len(p.files) if isinstance(count, int) else 0  # a copy from before "paths"
+    if gone or lost > 0:
+        what = f"{gone[0]} is missing" if gone else f"{lost} of its files are missing"
+        raise UsageError(f"the code snapshot {path} is incomplete: {what}", hint=hint)
+    return p
 
 
 def _read_meta(path: Path) -> dict[str, Any] | None:
@@ -246,15 +279,25 @@ def _read_meta(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def take(p: SnapshotPlan, dest: Path) -> None:
-    """Copy the planned files into dest (created here) and describe them in SNAPSHOT_META."""
+def take(
+    p: SnapshotPlan, dest: Path, objects: Path | None = None, limit_mib: int = STORE_LIMIT_MIB
+) -> None:
+    """Copy the planned files into dest (created here) and describe them in SNAPSHOT_META.
+
+    With an object store (``objects``), a file is a hard link to the store's one copy of its
+    content, added there if new, within ``limit_mib`` for the store's files in all.
+    """
+    import shutil
+
     dest.mkdir(parents=True, exist_ok=False)
     root = Path(p.source)
+    shared = _Objects(objects, limit_mib) if objects is not None else None
     for rel in p.files:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            shutil.copy2(root / rel, target, follow_symlinks=False)
+            if shared is None or not shared.link(root / rel, target):
+                shutil.copy2(root / rel, target, follow_symlinks=False)
         except FileNotFoundError:
             continue  # deleted since the plan
         except OSError as e:
@@ -262,20 +305,124 @@ def take(p: SnapshotPlan, dest: Path) -> None:
                 f"cannot snapshot {root / rel}: {e.strerror or e}",
                 hint="run with --no-snapshot to run from the working tree",
             ) from None
-    (dest / SNAPSHOT_META).write_text(json.dumps(p.to_dict(), sort_keys=True), encoding="utf-8")
+    meta = {**p.to_dict(), "paths": list(p.files)}  # a rerun checks the copy is whole
+    (dest / SNAPSHOT_META).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
     _make_private(dest)
 
 
 def _make_private(dest: Path) -> None:
     """Only the owner may read the copy (the job dir holds it; so may secrets in the code):
-    directories 0700, files keep their owner bits (a script stays executable)."""
+    directories 0700, files keep their owner bits (a script stays executable); a shared file
+    (a hard link) is the store's, already private and read-only."""
     for top, _dirs, files in os.walk(dest):
         os.chmod(top, 0o700)
         for name in files:
             path = os.path.join(top, name)
-            mode = os.lstat(path).st_mode
-            if not stat.S_ISLNK(mode):
-                os.chmod(path, stat.S_IMODE(mode) & 0o700)
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode) and st.st_nlink == 1:
+                os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+
+
+# the digest of a file this process has read, by what would change with its content: a
+# sweep's points hash the project once, not once a point (a 10,000-point sweep)
+_DIGESTS: dict[tuple[int, int, int, int, int], str] = {}
+
+
+class _Objects:
+    """The store's files, each once by content: ``objects/ab/abcd....[.x]`` (``.x``: the
+    owner may execute it), read-only, hard-linked into every snapshot that holds it."""
+
+    def __init__(self, root: Path, limit_mib: int) -> None:
+        self.dir = root / OBJECTS
+        self.limit = limit_mib << 20
+        self.used: int | None = None  # bytes held, counted when the first new file comes
+
+    def link(self, source: Path, target: Path) -> bool:
+        """Make target the store's copy of source; False for what is not a regular file
+        (a symlink is copied as one) or where no link can be made (another filesystem,
+        the link limit): the caller copies it."""
+        st = os.lstat(source)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        executable = bool(st.st_mode & stat.S_IXUSR)
+        digest = self._digest(source, st)
+        obj = self.dir / digest[:2] / (digest + (".x" if executable else ""))
+        if not obj.exists():
+            self._add(source, obj, st.st_size, executable)
+        try:
+            os.link(obj, target)
+        except OSError:
+            return False
+        return True
+
+    def _digest(self, source: Path, st: os.stat_result) -> str:
+        import hashlib
+
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        digest = _DIGESTS.get(key)
+        if digest is None:
+            h = hashlib.sha256()
+            with open(source, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            digest = _DIGESTS[key] = h.hexdigest()
+        return digest
+
+    def _add(self, source: Path, obj: Path, size: int, executable: bool) -> None:
+        import shutil
+        import tempfile
+
+        if self.used is None:
+            self.used = self._collect()
+        if self.used + size > self.limit:
+            raise StoreError(
+                f"the app store's code snapshots would hold {human_size(self.used + size)}, "
+                f"over their limit of {human_size(self.limit)} ({self.dir.parent}); "
+                f"{source} alone is {human_size(size)}",
+                hint="delete apps you no longer need (their snapshot files go with the next "
+                "snapshot), raise --cfg snapshot_store_mib, or run with --no-snapshot",
+            )
+        for d in (self.dir.parent, self.dir, obj.parent):  # private, as the whole store
+            with contextlib.suppress(FileExistsError):
+                d.mkdir(mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=obj.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as out, open(source, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 20)
+            os.chmod(tmp, 0o500 if executable else 0o400)
+            os.replace(tmp, obj)  # whole or not at all: another submission may race us
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self.used += size
+
+    def _collect(self) -> int:
+        """Remove what no snapshot links any more (one link left: the store's); the bytes
+        the rest holds."""
+        used = 0
+        if not self.dir.is_dir():
+            return 0
+        for sub in os.scandir(self.dir):
+            if not sub.is_dir(follow_symlinks=False):
+                continue
+            for entry in os.scandir(sub.path):
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                # a temporary file is another submission's, being written, until it is old
+                gone = (
+                    time.time() - st.st_mtime > 3600
+                    if entry.name.startswith(".")
+                    else (st.st_nlink <= 1)
+                )
+                if gone:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+                    continue
+                used += st.st_size
+        return used
 
 
 def relocate(

@@ -2,8 +2,8 @@
 
 py-spy (a PyPI wheel carrying its own binary) is run as a program, never imported. The local
 backend calls :func:`dump` directly; on Slurm every node of the job runs
-``python -m trainlaunch.stackdump`` (one ``srun --overlap`` step) and prints its ranks as JSON.
-Torch-free; imports only the pure ``stacks`` module.
+``python -m trainlaunch.stacks.dump`` (one ``srun --overlap`` step) and prints its ranks as JSON.
+Torch-free; imports only the pure values and the liveness rule (node/processes.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainlaunch.stacks import ERROR, EXITED, RankStack, parse_pyspy_json
+from trainlaunch.node import processes
+from trainlaunch.stacks.values import ERROR, EXITED, RankStack, parse_pyspy_json
 
 PYSPY_TIMEOUT_S = 30.0  # one dump pauses the rank for milliseconds; a slow machine needs more
 PTRACE_HINT = (
@@ -38,6 +39,7 @@ class Target:
     replica_id: int | None = None
     exit_code: int | None = None  # known exit code: nothing to dump
     ended: bool = False
+    recorder: str = ""  # its Flight Recorder socket ('' when off: stacks/recorder.py)
 
     def stack(self, **fields: Any) -> RankStack:
         """A RankStack for this target."""
@@ -65,20 +67,14 @@ def pyspy_binary() -> str | None:
     return shutil.which("py-spy")
 
 
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def dump(
     targets: Sequence[Target], native: bool = False, timeout: float = PYSPY_TIMEOUT_S
 ) -> list[RankStack]:
-    """Dump every live target's stack in parallel (one py-spy per rank, started together)."""
+    """Dump every live target's stack in parallel (one py-spy per rank, started together),
+    with the Flight Recorder dump of each rank that serves one, asked for meanwhile."""
     import subprocess  # only a dump runs py-spy: the CLI's readers import this module too
+
+    recorders = _ask_recorders(targets)
 
     binary = pyspy_binary()
     procs: dict[int, subprocess.Popen[str]] = {}
@@ -94,7 +90,12 @@ def dump(
             cmd = [binary, "dump", "--pid", str(t.pid), "--json"] + (["--native"] if native else [])
             try:
                 procs[t.rank] = subprocess.Popen(
-                    cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+                    cmd,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    errors="replace",
+                    env=PYSPY_ENV,
                 )
             except OSError as e:
                 out[t.rank] = t.stack(state=ERROR, error=f"cannot run py-spy: {e.strerror or e}")
@@ -110,7 +111,41 @@ def dump(
             out[rank] = t.stack(state=ERROR, error=f"py-spy did not answer within {timeout:.0f}s")
             continue
         out[rank] = _result(t, proc.returncode, stdout, stderr)
+    for t, (doc, why) in recorders().items():
+        out[t.rank] = dataclasses.replace(out[t.rank], recorder=doc, recorder_error=why)
     return [out[t.rank] for t in targets]
+
+
+# py-spy is a Rust program: RUST_BACKTRACE=1 (set by many shells and CI images) makes it end
+# every error with a backtrace whose last line is a frame (`10: main`), not the reason
+PYSPY_ENV = {**os.environ, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0"}
+
+
+def _ask_recorders(targets: Sequence[Target]) -> Any:
+    """Start asking every live rank's recorder (one thread each); call the result to collect
+    {target: (dump, why none)}."""
+    import threading
+
+    from trainlaunch.stacks.recorder import fetch
+
+    answers: dict[Target, tuple[dict[str, Any] | None, str]] = {}
+    threads = []
+    for t in targets:
+        if t.ended or t.pid is None or not t.recorder:
+            continue
+
+        def ask(t: Target = t) -> None:
+            answers[t] = fetch(t.recorder)
+
+        threads.append(threading.Thread(target=ask, daemon=True))
+        threads[-1].start()
+
+    def collect() -> dict[Target, tuple[dict[str, Any] | None, str]]:
+        for th in threads:
+            th.join()
+        return answers
+
+    return collect
 
 
 def _result(t: Target, rc: int, stdout: str, stderr: str) -> RankStack:
@@ -119,25 +154,28 @@ def _result(t: Target, rc: int, stdout: str, stderr: str) -> RankStack:
             return t.stack(threads=parse_pyspy_json(stdout))
         except ValueError as e:
             return t.stack(state=ERROR, error=str(e))
-    if t.pid is not None and not alive(t.pid):
+    if t.pid is not None and not processes.alive(t.pid):
         return t.stack(state=EXITED)  # it ended while py-spy attached: the caller finds the code
-    last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), f"exit {rc}")
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    # py-spy's own message, not the last frame of a backtrace (RUST_BACKTRACE=1 adds one)
+    error = next((ln.removeprefix("Error:").strip() for ln in lines if ln.startswith("Error:")), "")
+    last = error or (lines[-1] if lines else f"exit {rc}")
     if "ermission" in stderr or "ptrace" in stderr.lower() or "EPERM" in stderr:
         last += f" ({PTRACE_HINT})"
     return t.stack(state=ERROR, error=f"py-spy: {last}")
 
 
 def main(argv: Sequence[str]) -> int:
-    """Node side: ``python -m trainlaunch.stackdump [--native] TARGETS_JSON``.
+    """Node side: ``python -m trainlaunch.stacks.dump [--native] TARGETS_JSON``.
 
     Dumps the targets whose host is this node ($SLURMD_NODENAME, else all) and prints them as
-    one JSON list of RankStack documents.
+    one JSON list of RankStack documents (with their Flight Recorder dumps).
     """
     args = list(argv[1:])
     native = "--native" in args
     args = [a for a in args if a != "--native"]
     if len(args) != 1:
-        print("usage: python -m trainlaunch.stackdump [--native] TARGETS_JSON", file=sys.stderr)
+        print("usage: python -m trainlaunch.stacks.dump [--native] TARGETS_JSON", file=sys.stderr)
         return 2
     node = os.environ.get("SLURMD_NODENAME", "")
     targets = [Target(**d) for d in json.loads(args[0])]
@@ -150,4 +188,4 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv))
 
 
-__all__ = ["PTRACE_HINT", "Target", "alive", "dump", "main", "pyspy_binary"]
+__all__ = ["PTRACE_HINT", "Target", "dump", "main", "pyspy_binary"]

@@ -1,4 +1,5 @@
-"""Per-rank progress, shared by the file-based backends (local, Slurm): stragglers and hangs.
+"""Per-rank progress, read by the hang watchdog and ``status`` on the file-based backends
+(local, Slurm): stragglers and hangs.
 
 A rank's progress is the newest modification time of its output files, its metrics file and
 its heartbeat file (``trainlaunch.rank.heartbeat()``), never older than the start of its
@@ -13,8 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainlaunch import settings, store
-from trainlaunch.stacks import rank_list
+from trainlaunch import settings
+from trainlaunch.diagnosis.values import duration
+from trainlaunch.node import processes
+from trainlaunch.node.exits import shell_code
+from trainlaunch.stacks.values import rank_list
 
 NO_PROGRESS = "no output or metrics from any rank"
 
@@ -32,6 +36,14 @@ class RankProgress:
     exit_code: int | None
     started: float  # progress baseline: when this rank's current attempt began
     files: tuple[Path, ...]  # output, metrics and heartbeat files
+    host: str = ""  # the node it runs on, where the records say ('': this machine)
+    recorder: str = ""  # its Flight Recorder socket, when the agent turned it on
+
+    def shown_life(self) -> bool:
+        """Whether it showed a sign of life in this attempt (a line, a metric, a heartbeat):
+        until then it is *starting* (import torch, loading) and the watchdog also counts its
+        CPU time as progress (stacks/watchdog.py)."""
+        return self.last_progress() > self.started
 
     def last_progress(self) -> float:
         """The latest of the attempt's start and any progress file's modification time."""
@@ -61,13 +73,6 @@ def extra_files(env: Mapping[str, str], rank: int) -> list[Path]:
     return [f for f in files if f is not None]
 
 
-def shell_code(value: Any) -> int | None:
-    """Popen's -N (killed by signal N) as the shell's 128+N."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        return None
-    return 128 - value if value < 0 else value
-
-
 def agent_ranks(
     agent: Mapping[str, Any] | None,
     role: str,
@@ -76,6 +81,7 @@ def agent_ranks(
     started: float,
     live: bool,
     check_pids: bool = True,
+    host: str = "",
 ) -> list[RankProgress]:
     """The workers a node agent recorded (check_pids: only where /proc shows this host's)."""
     if not agent or not agent.get("attempt_dir"):
@@ -89,7 +95,7 @@ def agent_ranks(
         code = shell_code(w.get("exit_code"))
         running = live and code is None
         if running and check_pids:
-            running = store.same_process_alive(pid, w.get("ticks"))
+            running = processes.same_process_alive(pid, w.get("ticks"))
         try:
             begun = (adir / str(lr)).stat().st_mtime  # created when the attempt started
         except OSError:
@@ -109,24 +115,17 @@ def agent_ranks(
                     adir / str(lr) / "stderr.log",
                     *extra_files(env, rank),
                 ),
+                host=host,
+                recorder=str(w.get("recorder") or ""),
             )
         )
     return out
 
 
-def duration(seconds: float) -> str:
-    """``45s``, ``12m``, ``2h05m``."""
-    s = int(seconds)
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-
-
 def stall_message(ranks: Sequence[RankProgress], timeout: float | None, now: float) -> str:
     """``stalled for 12m: ...`` when no running rank progressed for timeout; per-rank if some."""
-    running = [r for r in ranks if r.running]
+    # a starting rank (no sign of life yet) is the watchdog's to judge: its CPU time counts
+    running = [r for r in ranks if r.running and r.shown_life()]
     if timeout is None or not running:
         return ""
     idle = {r.rank: now - r.last_progress() for r in running}
@@ -148,6 +147,7 @@ def progress_rows(
     for r in ranks:
         last = r.last_progress()
         idle = max(0.0, now - last)
+        starting = r.running and not r.shown_life()
         rows.append(
             {
                 "rank": r.rank,
@@ -158,7 +158,10 @@ def progress_rows(
                 "exit_code": r.exit_code,
                 "last_progress": round(last, 3),
                 "idle_s": round(idle, 1) if r.running else None,
-                "stalled": bool(r.running and timeout is not None and idle >= timeout),
+                "starting": starting,  # no output, metric or heartbeat yet in this attempt
+                "stalled": bool(
+                    r.running and not starting and timeout is not None and idle >= timeout
+                ),
             }
         )
     return rows
@@ -171,6 +174,5 @@ __all__ = [
     "extra_files",
     "progress_rows",
     "rank_file",
-    "shell_code",
     "stall_message",
 ]

@@ -1,6 +1,6 @@
 """Stack dumps of an app's ranks: the values, py-spy's JSON parsed, grouped and rendered.
 
-Pure (no I/O): the backends collect one :class:`RankStack` per rank (``stackdump.py`` runs
+Pure (no I/O): the backends collect one :class:`RankStack` per rank (``dump.py`` runs
 py-spy), this module groups ranks whose stacks are identical so the odd one out is obvious::
 
     ranks 0,2-3: all_reduce at train.py:41
@@ -13,6 +13,8 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from trainlaunch.ranklist import parse_rank_list, rank_list
 
 # where a frame counts as library code (the headline names the innermost frame outside it)
 _LIBRARY_MARKS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ")
@@ -70,6 +72,8 @@ class RankStack:
     replica_id: int | None = None
     exit_code: int | None = None
     error: str = ""
+    recorder: Mapping[str, Any] | None = None  # its Flight Recorder dump (stacks/recorder.py)
+    recorder_error: str = ""  # why there is none, when one was asked for
 
     def key(self) -> tuple[Any, ...]:
         """Ranks with equal keys are shown as one group."""
@@ -99,6 +103,8 @@ class RankStack:
             "replica_id": self.replica_id,
             "exit_code": self.exit_code,
             "error": self.error,
+            **({"recorder": self.recorder} if self.recorder is not None else {}),
+            **({"recorder_error": self.recorder_error} if self.recorder_error else {}),
             "threads": [
                 {
                     "name": t.name,
@@ -134,6 +140,8 @@ class RankStack:
             replica_id=d.get("replica_id"),
             exit_code=d.get("exit_code"),
             error=str(d.get("error") or ""),
+            recorder=d.get("recorder") if isinstance(d.get("recorder"), Mapping) else None,
+            recorder_error=str(d.get("recorder_error") or ""),
         )
 
 
@@ -153,8 +161,8 @@ class StackGroup:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able view."""
         d = self.stack.to_dict()
-        for k in ("rank", "pid", "host", "replica_id"):
-            d.pop(k)
+        for k in ("rank", "pid", "host", "replica_id", "recorder", "recorder_error"):
+            d.pop(k, None)
         return {
             "ranks": list(self.ranks),
             "hosts": list(self.hosts),
@@ -208,36 +216,6 @@ def headline(threads: Sequence[ThreadStack]) -> str:
     inner = frames[0]
     where = next((f for f in frames if not f.is_library), inner)
     return f"{inner.name} at {where.short_file}:{where.line}"
-
-
-def rank_list(ranks: Iterable[int]) -> str:
-    """``0,2-7`` from [0, 2, 3, 4, 5, 6, 7]."""
-    out: list[str] = []
-    nums = sorted(set(ranks))
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
-def parse_rank_list(text: str) -> frozenset[int]:
-    """``0,2-7`` -> {0, 2, ..., 7}; ValueError naming the bad part."""
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, sep, hi = part.strip().partition("-")
-        try:
-            a = int(lo)
-            b = int(hi) if sep else a
-        except ValueError:
-            raise ValueError(f"not a rank or range: {part.strip()!r}") from None
-        if a < 0 or b < a:
-            raise ValueError(f"not a rank or range: {part.strip()!r}")
-        out.update(range(a, b + 1))
-    return frozenset(out)
 
 
 def group(stacks: Iterable[RankStack]) -> list[StackGroup]:

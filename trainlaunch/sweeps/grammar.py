@@ -2,9 +2,11 @@
 
 Grammar (docs/sweeps.md):
 
-* ``--param NAME=V1,V2,...``: a grid axis; values are strings, used as written.
-* ``--param NAME=LO:HI`` or ``NAME=LO:HI:log`` (also ``:lin``): a numeric range, only with
-  ``--random N`` (uniform, or log-uniform with ``:log``; ``:int`` rounds to integers).
+* ``--param NAME=V1,V2,...``: a grid axis; values are strings, used byte for byte (``\\,``
+  is a comma inside a value, ``\\:`` a colon, ``\\\\`` a backslash: split_values).
+* ``--param NAME=LO:HI`` or ``NAME=LO:HI:log`` (also ``:lin``): a numeric range (LO and HI
+  numbers; ``t=00:10:00`` is one value), only with ``--random N`` (uniform, or log-uniform
+  with ``:log``; ``:int`` rounds to integers).
 * ``--seeds 1,2,3``: every point runs once per seed; the seed is the injected rank seed and
   the ``{seed}`` placeholder.
 
@@ -18,19 +20,23 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import random
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from trainlaunch.errors import UsageError
+from trainlaunch.handles import SWEEP_ID_RE, SWEEP_PREFIX, check_sweep_id  # the handle grammar
+
+if TYPE_CHECKING:  # annotations only: random is imported where a random search draws
+    import random
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
-SWEEP_ID_RE = re.compile(r"^[a-z2-9]{10}\Z")
 _PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 SCALES = ("lin", "log", "int")
-SWEEP_PREFIX = "sweep:"  # the app-id part of a sweep handle: local://SESSION/sweep:ID
-MAX_POINTS = 1000
+# LO:HI or LO:HI:scale, a range when LO and HI are numbers; else a value (t=00:10:00, a:b)
+_RANGE_RE = re.compile(r"([^:,]+):([^:,]+)(?::([A-Za-z]+))?\Z")
+MAX_POINTS = 10_000  # a typo in a grid is refused; a queued point costs a file (docs/sweeps.md)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +82,6 @@ def new_sweep_id() -> str:
     return "".join(secrets.choice(_ALPHABET) for _ in range(10))
 
 
-def check_sweep_id(sweep_id: str) -> str:
-    """Return sweep_id if it is a well-formed id (it names a store path)."""
-    if not isinstance(sweep_id, str) or not SWEEP_ID_RE.match(sweep_id):
-        raise UsageError(f"invalid sweep id {sweep_id!r}: expected 10 letters/digits")
-    return sweep_id
-
-
 def parse_param(text: str) -> Param:
     """Parse one ``--param NAME=V1,V2,...`` or ``NAME=LO:HI[:lin|log|int]``."""
     name, sep, spec = text.partition("=")
@@ -94,14 +93,42 @@ def parse_param(text: str) -> Param:
         )
     if not spec:
         raise UsageError(f"--param {name}: no values")
-    if ":" in spec and "," not in spec:
+    bounds = _RANGE_RE.match(spec)
+    if bounds and _is_number(bounds[1]) and _is_number(bounds[2]):
         return _parse_range(name, spec)
-    values = tuple(v.strip() for v in spec.split(","))
+    values = split_values(spec)
     if any(v == "" for v in values):
         raise UsageError(f"--param {name}: empty value in {spec!r}")
     if len(set(values)) != len(values):
         raise UsageError(f"--param {name}: duplicate values in {spec!r}")
     return Param(name, values=values)
+
+
+def split_values(spec: str) -> tuple[str, ...]:
+    """``V1,V2,...`` as written, byte for byte (no whitespace stripped): ``\\,`` is a comma
+    inside a value, ``\\:`` a colon that never makes a range, ``\\\\`` a backslash; any
+    other character, a backslash before any other one included, stays as it is."""
+    values, value, i = [], [], 0
+    while i < len(spec):
+        if spec[i] == "\\" and spec[i + 1 : i + 2] in (",", ":", "\\"):
+            value.append(spec[i + 1])
+            i += 2
+            continue
+        if spec[i] == ",":
+            values.append("".join(value))
+            value = []
+        else:
+            value.append(spec[i])
+        i += 1
+    return (*values, "".join(value))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse_range(name: str, spec: str) -> Param:
@@ -161,6 +188,8 @@ def expand(
     else:
         if random_n < 1:
             raise UsageError(f"--random must be >= 1, got {random_n}")
+        import random  # only a random search draws: `status SWEEP` never imports it
+
         rng = random.Random(rng_seed)
         combos = [{p.name: _sample(p, rng) for p in params} for _ in range(random_n)]
     seed_axis: Sequence[int | None] = list(seeds) or [None]
@@ -233,6 +262,8 @@ def point_label(point: SweepPoint) -> str:
 
 
 __all__ = [
+    "SWEEP_ID_RE",
+    "SWEEP_PREFIX",
     "Param",
     "SweepPoint",
     "check_placeholders",

@@ -1,25 +1,75 @@
-"""Sweeps, the side with effects: plan every point through the Runner, submit, record, expand.
+"""Sweeps, the side with effects: plan every point through a runner, submit, record.
 
-A sweep is recorded in ``$TRAINLAUNCH_HOME/sweeps/<id>/sweep.json`` (atomic writes) whatever
-its scheduler; its handle is ``<scheduler>://<session>/sweep:<id>`` (or ``sweep:<id>``), which
-:func:`expand_handle` turns into the handles of its apps. See docs/sweeps.md.
+A sweep is recorded in ``$TRAINLAUNCH_HOME/sweeps/<id>/sweep.json`` (record.py) whatever its
+scheduler; its handle is ``<scheduler>://<session>/sweep:<id>``. The Runner calls these
+(``Runner.dryrun_sweep``/``schedule_sweep``); they take the runner as a :class:`Submitter`,
+so this package never imports the runner (which imports it). See docs/sweeps.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
-from trainlaunch import settings, store, sweeps
-from trainlaunch.errors import AppNotFound, StoreError, UsageError
-from trainlaunch.handles import AppHandle, make_app_handle, parse_app_handle
-from trainlaunch.runner import Runner
-from trainlaunch.specs import AppDryRunInfo, CfgVal
+from trainlaunch import settings, store
+from trainlaunch.errors import UsageError
+from trainlaunch.specs import AppDef, AppDryRunInfo, CfgVal, SlotGroup
+from trainlaunch.sweeps import grammar as sweeps
+from trainlaunch.sweeps.record import (
+    Journal,
+    point_of,
+    read_sweep,
+    stop_requested,
+    sweep_dir,
+    sweep_handle,
+    write_sweep,
+)
 
-RECORD = "sweep.json"
+
+class Submitter(Protocol):
+    """What planning and launching a sweep needs of the Runner."""
+
+    def name(self) -> str:
+        """The session name."""
+        ...
+
+    def build_component(
+        self, component: str, component_args: Sequence[str] | Mapping[str, Any]
+    ) -> AppDef:
+        """The component's AppDef."""
+        ...
+
+    def dryrun(
+        self,
+        app: AppDef,
+        scheduler: str = ...,
+        cfg: Mapping[str, CfgVal] | None = None,
+        rank_settings: settings.RankSettings | None = None,
+    ) -> AppDryRunInfo:
+        """One app's exact request."""
+        ...
+
+    def dryrun_array(
+        self, infos: Sequence[AppDryRunInfo], max_parallel: int | None = None
+    ) -> AppDryRunInfo | str:
+        """All of them as one job array, or why not."""
+        ...
+
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        """Submit one; its handle."""
+        ...
+
+    def schedule_array(self, dryrun_info: AppDryRunInfo) -> list[str]:
+        """Submit an array; its apps' handles."""
+        ...
+
+    def cancel(self, app_handle: str) -> None:
+        """Stop one app."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,19 +87,24 @@ class SweepPlan:
     array_note: str = ""  # why the points are not one array, on a backend that has arrays
 
 
-def sweep_dir(sweep_id: str, environ: Mapping[str, str] | None = None) -> Path:
-    """Where a sweep's record and slot locks live."""
-    root = store.ensure_private_dir(store.store_root(environ))
-    return store.ensure_private_dir(root / "sweeps") / sweeps.check_sweep_id(sweep_id)
+def limit_keepers() -> dict[str, str]:
+    """The backends that keep a sweep's --max-parallel, and how (their capabilities)."""
+    from trainlaunch import schedulers  # the registry: only to say who can
+
+    ways: dict[str, str] = {}
+    for capability, how in (("slot_groups", "queued on this machine"), ("arrays", "a job array")):
+        for name in schedulers.with_capability(capability):
+            ways.setdefault(name, how)
+    return ways
 
 
-def sweep_handle(scheduler: str, session: str, sweep_id: str) -> str:
-    """``scheduler://session/sweep:ID``."""
-    return make_app_handle(scheduler, session, sweeps.SWEEP_PREFIX + sweep_id)
+def slot_group(sweep_id: str, max_parallel: int) -> SlotGroup:
+    """The group a sweep's points share: at most max_parallel of them run at once."""
+    return SlotGroup(f"sweep-{sweep_id}", max_parallel)
 
 
 def plan_sweep(
-    runner: Runner,
+    runner: Submitter,
     component: str,
     args: Sequence[str],
     points: Sequence[sweeps.SweepPoint],
@@ -73,10 +128,13 @@ def plan_sweep(
             tag["max_parallel"] = max_parallel
         meta = dict(app.metadata)
         meta["trainlaunch"] = {**dict(meta.get("trainlaunch") or {}), **tag}
+        app = app.replace(metadata=meta)
+        if max_parallel is not None:  # a backend with slot groups queues the rest itself
+            app = slot_group(sid, max_parallel).tag(app)
         rs = rank_settings
         if point.seed is not None:
             rs = settings.RankSettings(**{**rank_settings.to_dict(), "seed": point.seed})
-        infos.append(runner.dryrun(app.replace(metadata=meta), scheduler, cfg, rs))
+        infos.append(runner.dryrun(app, scheduler, cfg, rs))
     array = runner.dryrun_array(infos, max_parallel)  # a backend without arrays says ''
     return SweepPlan(
         sid,
@@ -91,16 +149,24 @@ def plan_sweep(
     )
 
 
+Hold = Callable[[], AbstractContextManager[None]]
+
+
 def launch(
-    runner: Runner, plan: SweepPlan, on_recorded: Callable[[str], None] | None = None
+    runner: Submitter,
+    plan: SweepPlan,
+    on_recorded: Callable[[str], None] | None = None,
+    hold: Hold = contextlib.nullcontext,
 ) -> str:
     """Record the sweep, submit every point, record each handle; return the sweep handle.
 
     ``on_recorded(handle)`` runs once the record exists, before the first submission, so a
     submission that fails half-way still leaves the user a handle to inspect or stop.
+    ``hold()`` is the context one point's submission and its record run in, so that an
+    interrupt never falls between them (the CLI's holds SIGINT/SIGTERM until its end): every
+    submitted point is in the record. A `stop` of the sweep ends the submission: no point is
+    submitted after it, and one submitted while it ran is stopped here.
     """
-    path = sweep_dir(plan.sweep_id)
-    path.mkdir(mode=0o700, exist_ok=True)
     record: dict[str, Any] = {
         "version": store.RECORD_VERSION,
         "id": plan.sweep_id,
@@ -112,70 +178,41 @@ def launch(
         "created": time.time(),
         "points": [{**p.to_dict(), "handle": None} for p in plan.points],
     }
-    store.write_json(path / RECORD, record)
+    write_sweep(record)
     handle = sweep_handle(plan.scheduler, runner.name(), plan.sweep_id)
     if on_recorded is not None:
         on_recorded(handle)
     if plan.array is not None:  # one submission: every element's handle at once
         for row, h in zip(record["points"], runner.schedule_array(plan.array), strict=True):
             row["handle"] = h
-        store.write_json(path / RECORD, record)
+        write_sweep(record)
         return handle
-    for row, info in zip(record["points"], plan.infos, strict=True):
-        row["handle"] = runner.schedule(info)
-        store.write_json(path / RECORD, record)  # a crash mid-way still names what was submitted
+    journal = Journal(plan.sweep_id)
+    try:
+        for i, (row, info) in enumerate(zip(record["points"], plan.infos, strict=True)):
+            if stop_requested(plan.sweep_id):
+                break  # the rest stay unsubmitted
+            with hold():
+                row["handle"] = runner.schedule(info)
+                journal.add(i, row["handle"])  # a crash mid-way still names what was submitted
+            if stop_requested(plan.sweep_id):  # the stop may have read the points before this one
+                runner.cancel(row["handle"])
+    finally:
+        with hold():
+            write_sweep(record)
+            journal.remove()
     return handle
-
-
-def sweep_id_of(text: str) -> str | None:
-    """The sweep id if text is a sweep handle (``[sched://session/]sweep:ID``), else None."""
-    try:
-        h: AppHandle = parse_app_handle(text)
-    except UsageError:
-        return None
-    if not h.app_id.startswith(sweeps.SWEEP_PREFIX):
-        return None
-    sid = h.app_id[len(sweeps.SWEEP_PREFIX) :]
-    return sid if sweeps.SWEEP_ID_RE.match(sid) else None
-
-
-def read_sweep(sweep_id: str) -> dict[str, Any]:
-    """The sweep record (AppNotFound if there is none)."""
-    path = sweep_dir(sweep_id) / RECORD
-    try:
-        record = store.read_json(path)
-    except FileNotFoundError:
-        raise AppNotFound(
-            f"no sweep {sweep_id!r} in {path.parent.parent}",
-            hint="`trainlaunch list` shows the known apps",
-        ) from None
-    if not isinstance(record, dict) or not isinstance(record.get("points"), list):
-        raise StoreError(f"unreadable sweep record {path}")
-    return record
-
-
-def expand_handle(text: str) -> list[str]:
-    """The app handles a handle stands for: a sweep's submitted points, else itself."""
-    sid = sweep_id_of(text)
-    if sid is None:
-        return [str(parse_app_handle(text))]
-    return [p["handle"] for p in read_sweep(sid)["points"] if p.get("handle")]
-
-
-def point_of(app_metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The sweep tag an app carries (``{}`` for an app that is not part of a sweep)."""
-    tag = dict(app_metadata.get("trainlaunch") or {})
-    return {k: tag[k] for k in ("sweep", "point") if k in tag}
 
 
 __all__ = [
     "SweepPlan",
-    "expand_handle",
+    "Submitter",
     "launch",
+    "limit_keepers",
     "plan_sweep",
     "point_of",
     "read_sweep",
+    "slot_group",
     "sweep_dir",
     "sweep_handle",
-    "sweep_id_of",
 ]

@@ -25,9 +25,10 @@
 
 umask 077  # the job dir and trainlaunch's files in it are private (like the local store)
 
-# Shared by every replica: rank 0 is the first node of the first role.
+# Shared by every replica: rank 0 is the first node of the first role (this script's
+# node), its rendezvous port a free one there, chosen now.
 export TRAINLAUNCH_RANK0_HOST="$(scontrol show hostnames "$SLURM_JOB_NODELIST_HET_GROUP_0" | head -n 1)"
-export TRAINLAUNCH_RDZV_PORT=$((20000 + SLURM_JOB_ID % 10000))
+export TRAINLAUNCH_RDZV_PORT="$(/usr/bin/python3 -m trainlaunch.node.freeport 2>/dev/null || echo $((20000 + SLURM_JOB_ID % 10000)))"
 export TRAINLAUNCH_RESTART_COUNT="${SLURM_RESTART_COUNT:-0}"
 export PYTHONUNBUFFERED=1
 trainlaunch_job_dir=/home/alice/.local/state/trainlaunch/slurm/jobs/"$SLURM_JOB_ID"
@@ -73,7 +74,10 @@ umask 077
 trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"
 exit "$trainlaunch_rc"
 EOF_ROLE_0
-srun --het-group=0 --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 bash -c "$trainlaunch_role_0" &
+# its tasks read it from a private file, never from their command line (ps, sacct)
+printf '%s' "$trainlaunch_role_0" >"$trainlaunch_job_dir/.role0.sh.tmp" &&
+    mv -f "$trainlaunch_job_dir/.role0.sh.tmp" "$trainlaunch_job_dir/.role0.sh"
+srun --het-group=0 --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=4 --kill-on-bad-exit=1 bash "$trainlaunch_job_dir/.role0.sh" &
 trainlaunch_pids+=($!)
 
 # Role 'reader': 1 replicas, one srun task each (replica id = task rank).
@@ -112,7 +116,10 @@ umask 077
 trainlaunch_status " exit=$trainlaunch_rc end=${EPOCHREALTIME:-$(date +%s)}"
 exit "$trainlaunch_rc"
 EOF_ROLE_1
-srun --het-group=1 --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=2 --kill-on-bad-exit=1 bash -c "$trainlaunch_role_1" &
+# its tasks read it from a private file, never from their command line (ps, sacct)
+printf '%s' "$trainlaunch_role_1" >"$trainlaunch_job_dir/.role1.sh.tmp" &&
+    mv -f "$trainlaunch_job_dir/.role1.sh.tmp" "$trainlaunch_job_dir/.role1.sh"
+srun --het-group=1 --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=2 --kill-on-bad-exit=1 bash "$trainlaunch_job_dir/.role1.sh" &
 trainlaunch_pids+=($!)
 
 # Wait for every role; the first failure stops the others.
@@ -134,7 +141,7 @@ done
 trainlaunch_requeues=$(grep -c ' action=requeue' "$trainlaunch_job_dir/attempts")
 trainlaunch_retries=$(grep -c ' action=retry' "$trainlaunch_job_dir/attempts")
 trainlaunch_action=end
-if [ "$trainlaunch_term" -eq 0 ]; then  # else Slurm requeues or ends the job itself
+if [ "$trainlaunch_term" -eq 0 ] && [ ! -e "$trainlaunch_job_dir/.interrupted" ]; then  # else Slurm requeues or ends the job itself, or Ctrl-C ended it
     if [ "$trainlaunch_rc" -eq 75 ] && [ "$trainlaunch_requeues" -lt 3 ]; then
         trainlaunch_action=requeue trainlaunch_n="$((trainlaunch_requeues + 1)) of 3"
     elif [ "$trainlaunch_rc" -ne 0 ] && [ "$trainlaunch_rc" -ne 75 ] && [ "$trainlaunch_retries" -lt 0 ]; then

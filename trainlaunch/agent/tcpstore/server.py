@@ -1,365 +1,326 @@
 """A torch-free c10d TCPStore server, so the node agent hosts the store as torchrun's agent does.
 
 torchrun's rank-0 agent hosts the TCPStore its workers meet at (``MASTER_ADDR:MASTER_PORT``,
-``TORCHELASTIC_USE_AGENT_STORE=True``), so the store outlives rank 0. This module speaks the
-same wire protocol as torch 2.13's ``TCPStore`` clients (``TCPStoreLibUvBackend.cpp``), inside
-the agent's own selector loop: no thread, no torch import, no extra process.
+``TORCHELASTIC_USE_AGENT_STORE=True``), so the store outlives rank 0. This server speaks the
+same wire protocol as torch 2.13's clients (wire.py) inside the agent's own loop: no thread,
+no torch import, no extra process. Its sockets live in an epoll set of their own, which is
+one file descriptor in the agent's selector; each wake-up serves every ready connection and
+sends each connection's replies in one write.
 
-Wire format (little endian): every request is one query byte then its arguments; a string or
-value is ``u64 length + bytes``, a list is ``u64 count + items``. A client first sends
-VALIDATE (the magic number, no reply), then PING (a u32 nonce, echoed back).
+What torch's server does not do, this one does (docs/reliability.md, "The c10d store"):
+it listens on loopback only when the ranks can only be on this host (listen.py); it refuses
+connections that another local user opened (peers.py); and every request is checked against
+limits (wire.py), so a broken or hostile client loses its own connection and nothing else.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
+import errno
+import os
+import resource
 import selectors
 import socket
-import struct
+import sys
 from collections.abc import Callable
 
-MAGIC = 0x3C85F7CE  # c10d::detail::validationMagicNumber
-(
+from trainlaunch.agent.tcpstore import handlers, listen
+from trainlaunch.agent.tcpstore.peers import PeerOwners, Unsupported, is_loopback
+from trainlaunch.agent.tcpstore.poller import IN, OUT, Poller
+from trainlaunch.agent.tcpstore.wire import (
+    MAGIC,
+    QUERIES,
+    U32,
     VALIDATE,
-    SET,
-    COMPARE_SET,
-    GET,
-    ADD,
-    CHECK,
-    WAIT,
-    GETNUMKEYS,
-    DELETE_KEY,
-    APPEND,
-    MULTI_GET,
-    MULTI_SET,
-    CANCEL_WAIT,
-    PING,
-    QUEUE_PUSH,
-    QUEUE_POP,
-    QUEUE_LEN,
-    LIST_KEYS,
-) = range(18)
-READY, NOT_READY = b"\x00", b"\x01"  # CheckResponseType
-STOP_WAITING, WAIT_CANCELED = b"\x00", b"\x01"  # WaitResponseType
-_U32, _U64, _I64 = struct.Struct("<I"), struct.Struct("<Q"), struct.Struct("<q")
-_MAX_ITEM = 1 << 31  # a length above this is a broken client, not a value
+    Bad,
+    Incomplete,
+    Limits,
+)
+
+_RECV = 1 << 18  # one read's buffer, allocated once (a fresh 256 KiB bytes per read is an mmap)
 
 
-class _Incomplete(Exception):
-    """The request is not all here yet."""
-
-
-class _Bad(Exception):
-    """The client broke the protocol: its connection is closed (as torch's server does)."""
-
-
-class _Request:
-    """Reads one request's arguments from a connection's input buffer."""
-
-    def __init__(self, buf: bytearray) -> None:
-        self.buf, self.at = buf, 0
-
-    def take(self, n: int) -> bytes:
-        if self.at + n > len(self.buf):
-            raise _Incomplete
-        out = bytes(self.buf[self.at : self.at + n])
-        self.at += n
-        return out
-
-    def u32(self) -> int:
-        return int(_U32.unpack(self.take(4))[0])
-
-    def u64(self) -> int:
-        n = int(_U64.unpack(self.take(8))[0])
-        if n > _MAX_ITEM:
-            raise _Bad(f"length {n}")
-        return n
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self.take(8))[0])
-
-    def item(self) -> bytes:
-        return self.take(self.u64())
-
-    def items(self) -> list[bytes]:
-        return [self.item() for _ in range(self.u64())]
-
-
-def _item(value: bytes) -> bytes:
-    return _U64.pack(len(value)) + value
-
-
-class _Conn:
+class Conn:
     """One client connection: its buffers and the keys it waits for."""
+
+    __slots__ = ("sock", "fd", "inbuf", "need", "out", "outlen", "writing", "validated", "awaited")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.inbuf = bytearray()
-        self.outbuf = bytearray()
+        self.fd = sock.fileno()
+        self.inbuf = bytearray()  # the start of a request that is not all here yet
+        self.need = 0  # bytes inbuf must hold before the request is worth parsing again
+        self.out: list[bytes] = []  # replies not yet sent
+        self.outlen = 0
+        self.writing = False  # waiting for the socket to take more
         self.validated = False
-        self.awaited: set[bytes] = set()  # keys a WAIT still needs
+        self.awaited: set[bytes] = set()  # keys a WAIT or BARRIER still needs
 
 
-class TCPStoreServer:
+class TCPStoreServer(handlers.Handlers):
     """The store's state and its sockets, driven by the owner's selector."""
 
-    def __init__(self, sel: selectors.BaseSelector, port: int = 0) -> None:
+    def __init__(
+        self,
+        sel: selectors.BaseSelector,
+        port: int = 0,
+        *,
+        loopback: bool = False,
+        same_user: bool = True,
+        note: Callable[[str], None] | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        super().__init__(limits or Limits())
         self.sel = sel
-        self.listener = _listen(port)
-        self.port = int(self.listener.getsockname()[1])
-        self.sel.register(self.listener, selectors.EVENT_READ, self)
-        self.conns: dict[int, _Conn] = {}
-        self.data: dict[bytes, bytes] = {}
-        self.queues: dict[bytes, collections.deque[bytes]] = {}
-        self.waiters: dict[bytes, list[_Conn]] = {}
+        self.note = note
+        self.listeners = listen.open_listeners(port, loopback)
+        self.port = int(self.listeners[0].getsockname()[1])
+        self.poller = Poller()
+        self._listening = {s.fileno(): s for s in self.listeners}
+        # a listener on one address knows every connection's local end without asking
+        self._local = {fd: s.getsockname()[:2] for fd, s in self._listening.items() if loopback}
+        for fd in self._listening:
+            self.poller.register(fd, IN)
+        self.sel.register(self.poller.fileno(), selectors.EVENT_READ, self)
+        self.uid = os.geteuid()
+        linux = sys.platform.startswith("linux")
+        self.owners: PeerOwners | None = PeerOwners() if same_user and linux else None
+        self.conns: dict[int, Conn] = {}
+        self.buffered = 0  # bytes in every connection's inbuf
+        self.refused = 0  # connections another user opened
+        self.dropped = 0  # connections closed for breaking the protocol or a limit
+        self._refused_uids: set[int] = set()
+        self._dirty: list[Conn] = []  # connections with replies to send
+        self._spare: int | None = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        self._table = self.table()
+        self._rbuf = memoryview(bytearray(_RECV))
+        assert len(self._table) == QUERIES
 
     @property
     def clients(self) -> int:
         """Open client connections (a worker closes its own when it exits)."""
         return len(self.conns)
 
-    def on_ready(self, key: selectors.SelectorKey, events: int) -> None:
-        """Handle what the selector reported for one of our sockets."""
-        if key.fileobj is self.listener:
-            self._accept()
-            return
-        conn = self.conns.get(key.fd)
-        if conn is None:
-            return
-        try:
-            if events & selectors.EVENT_WRITE:
-                self._flush(conn)
-            if events & selectors.EVENT_READ:
-                data = conn.sock.recv(1 << 16)
-                if not data:
-                    raise _Bad("closed")
-                conn.inbuf += data
-                self._serve(conn)
-                self._flush(conn)
-        except BlockingIOError:
-            pass
-        except (_Bad, OSError, ValueError):
-            self._drop(conn)
+    def on_ready(self, key: object = None, events: int = 0) -> None:
+        """Serve everything that is ready (the owner's selector saw our epoll set readable)."""
+        for fd, ev in self.poller.poll():
+            conn = self.conns.get(fd)
+            if conn is None:
+                listener = self._listening.get(fd)
+                if listener is not None:
+                    self._accept(listener)
+                continue
+            try:
+                if ev & OUT:
+                    self._flush(conn)
+                if ev & ~OUT:
+                    self._read(conn)
+            except (Bad, OSError):
+                self._drop(conn, bad=True)
+            except Exception:  # noqa: BLE001 - one client's bytes must never stop the agent
+                self._drop(conn, bad=True)
+        self._flush_dirty()
 
     def reset(self) -> None:
         """A fresh store for a new attempt: every key and client of the old one go."""
         for conn in list(self.conns.values()):
             self._drop(conn)
-        self.data.clear()
-        self.queues.clear()
-        self.waiters.clear()
+        self.clear()
+        self.buffered = 0
 
     def close(self) -> None:
         """Stop serving: close every socket."""
         self.reset()
         with contextlib.suppress(KeyError, ValueError):
-            self.sel.unregister(self.listener)
-        self.listener.close()
+            self.sel.unregister(self.poller.fileno())
+        for s in self.listeners:
+            s.close()
+        self.poller.close()
+        if self.owners is not None:
+            self.owners.close()
+        if self._spare is not None:
+            os.close(self._spare)
+            self._spare = None
 
     # -- connections -------------------------------------------------------------------------
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
+        family = int(listener.family)
+        here = self._local.get(listener.fileno())
         while True:
             try:
-                sock, _ = self.listener.accept()
+                # the C accept: socket.accept() converts family and type to enums each call
+                fd, addr = listener._accept()  # type: ignore[attr-defined]
             except (BlockingIOError, InterruptedError):
                 return
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE):
+                    self._out_of_fds(listener)
+                    return
+                continue  # e.g. ECONNABORTED: that client is gone, the next may be waiting
+            sock = socket.socket(family, socket.SOCK_STREAM, 0, fd)
+            try:
+                if not self._admit(sock, addr, here):
+                    sock.close()
+                    continue
+                sock.setblocking(False)  # TCP_NODELAY comes from the listener
+                self.poller.register(fd, IN)  # may fail (epoll's max_user_watches): refused
             except OSError:
-                return  # e.g. EMFILE: the client retries its connect
-            sock.setblocking(False)
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = _Conn(sock)
-            self.conns[sock.fileno()] = conn
-            self.sel.register(sock, selectors.EVENT_READ, self)
+                sock.close()
+                continue
+            self.conns[fd] = Conn(sock)
 
-    def _drop(self, conn: _Conn) -> None:
-        fd = conn.sock.fileno()
-        if self.conns.pop(fd, None) is None:
+    def _admit(
+        self, sock: socket.socket, addr: tuple[str, int], here: tuple[str, int] | None
+    ) -> bool:
+        """Whether this user's own process opened the connection, where the system can tell."""
+        if self.owners is None:
+            return True
+        try:
+            uid = self.owners.owner(addr[:2], here or sock.getsockname()[:2])
+        except Unsupported:
+            self.owners = None  # the system cannot tell (documented): admit, as torch does
+            return True
+        except (OSError, ValueError):
+            return False  # this one cannot be checked: refused (its client retries)
+        if uid is None:  # not on this host, unless its address says it is (then it is gone)
+            return not (is_loopback(addr[0]) or self.owners.is_local(addr[0]))
+        if uid == self.uid:
+            return True
+        self.refused += 1
+        if self.note is not None and uid not in self._refused_uids:
+            self._refused_uids.add(uid)
+            self.note(
+                f"refused a c10d store connection from uid {uid} ({addr[0]} port {addr[1]}): "
+                f"only uid {self.uid}'s processes may use this job's store"
+            )
+        return False
+
+    def _out_of_fds(self, listener: socket.socket) -> None:
+        """EMFILE: raise the soft limit to the hard one; at the hard one, refuse one client
+        (libuv's trick: a spare descriptor makes room to accept and close it), so that a
+        full backlog never spins the loop."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < hard:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+                return
+        if self._spare is None:
             return
-        self._forget_wait(conn)
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.unregister(conn.sock)
+        os.close(self._spare)
+        try:
+            sock, _ = listener.accept()
+            sock.close()
+        except OSError:
+            pass
+        self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+    def _drop(self, conn: Conn, bad: bool = False) -> None:
+        if self.conns.get(conn.fd) is not conn:
+            return  # gone already (its descriptor may serve a newer connection by now)
+        del self.conns[conn.fd]
+        self.dropped += bad
+        self.forget_wait(conn)
+        self.buffered -= len(conn.inbuf)
+        conn.inbuf = bytearray()
+        conn.out = []
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.poller.unregister(conn.fd)
         conn.sock.close()
 
-    def _flush(self, conn: _Conn) -> None:
-        while conn.outbuf:
-            n = conn.sock.send(conn.outbuf)  # BlockingIOError: wait for EVENT_WRITE
-            del conn.outbuf[:n]
-        self.sel.modify(conn.sock, selectors.EVENT_READ, self)
+    # -- bytes in, bytes out -------------------------------------------------------------------
 
-    def _reply(self, conn: _Conn, data: bytes) -> None:
-        if not conn.outbuf and conn.sock.fileno() in self.conns:
-            with contextlib.suppress(BlockingIOError):
-                n = conn.sock.send(data)
-                data = data[n:]
-        if data:
-            conn.outbuf += data
-            self.sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, self)
+    def _read(self, conn: Conn) -> None:
+        try:
+            n = conn.sock.recv_into(self._rbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not n:
+            raise Bad("closed by the client")
+        data = self._rbuf[:n].tobytes()
+        if conn.inbuf:
+            conn.inbuf += data
+            self.buffered += len(data)
+            if len(conn.inbuf) > self.limits.request or self.buffered > self.limits.buffered:
+                raise Bad("a request past the size limit")
+            if len(conn.inbuf) < conn.need:
+                return  # still not all here: do not parse the start again
+            buf = bytes(conn.inbuf)
+            self.buffered -= len(conn.inbuf)
+            conn.inbuf = bytearray()
+        else:
+            buf = data
+        at = self._serve(conn, buf)
+        if at < len(buf):
+            rest = len(buf) - at
+            if conn.need > self.limits.request or self.buffered + rest > self.limits.buffered:
+                raise Bad("a request past the size limit")
+            conn.inbuf = bytearray(buf[at:])
+            self.buffered += rest
 
-    # -- requests ----------------------------------------------------------------------------
-
-    def _serve(self, conn: _Conn) -> None:
-        """Answer every complete request in the input buffer, in order."""
-        while conn.inbuf:
-            req = _Request(conn.inbuf)
-            try:
-                query = req.take(1)[0]
+    def _serve(self, conn: Conn, buf: bytes) -> int:
+        """Answer every complete request in buf, in order; the offset of the first that is not
+        complete (its start stays in inbuf, conn.need says how much it needs)."""
+        at, end, table = 0, len(buf), self._table
+        start = 0
+        try:
+            while at < end:
+                start = at
+                query = buf[at]
                 if not conn.validated:
-                    if query != VALIDATE or req.u32() != MAGIC:
-                        raise _Bad("not a c10d TCPStore client")
+                    if query != VALIDATE:
+                        raise Bad("not a c10d TCPStore client")
+                    if at + 5 > end:
+                        raise Incomplete(at + 5)
+                    if U32.unpack_from(buf, at + 1)[0] != MAGIC:
+                        raise Bad("not a c10d TCPStore client")
                     conn.validated = True
-                else:
-                    handler = self._handlers().get(query)
-                    if handler is None:
-                        raise _Bad(f"unknown query {query}")
-                    handler(conn, req)
-            except _Incomplete:
-                return
-            del conn.inbuf[: req.at]
+                    at += 5
+                    continue
+                handler = table[query] if query < QUERIES else None
+                if handler is None:
+                    raise Bad(f"unknown query {query}")
+                at = handler(conn, buf, at + 1)
+        except Incomplete as e:
+            conn.need = (int(e.args[0]) if e.args else end + 1) - start
+            return start
+        conn.need = 0
+        return at
 
-    def _handlers(self) -> dict[int, Callable[[_Conn, _Request], None]]:
-        return {
-            SET: self._set,
-            COMPARE_SET: self._compare_set,
-            GET: self._get,
-            ADD: self._add,
-            CHECK: self._check,
-            WAIT: self._wait,
-            GETNUMKEYS: lambda c, r: self._reply(c, _I64.pack(len(self.data))),
-            DELETE_KEY: self._delete,
-            APPEND: self._append,
-            MULTI_GET: self._multi_get,
-            MULTI_SET: self._multi_set,
-            CANCEL_WAIT: self._cancel_wait,
-            PING: lambda c, r: self._reply(c, _U32.pack(r.u32())),
-            QUEUE_PUSH: self._queue_push,
-            QUEUE_POP: self._queue_pop,
-            QUEUE_LEN: lambda c, r: self._reply(c, _I64.pack(len(self.queues.get(r.item(), ())))),
-            LIST_KEYS: self._list_keys,
-        }
+    def send(self, conn: Conn, data: bytes) -> None:
+        """Queue a reply; every queued reply goes out when this wake-up ends."""
+        if not conn.out:
+            self._dirty.append(conn)
+        conn.out.append(data)
+        conn.outlen += len(data)
 
-    def _present(self, key: bytes) -> bool:
-        return key in self.data or bool(self.queues.get(key))
+    def _flush_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for conn in dirty:
+            if self.conns.get(conn.fd) is not conn or not conn.out:
+                continue
+            try:
+                if conn.outlen > self.limits.reply:
+                    raise Bad("replies pile up unread")
+                self._flush(conn)
+            except (Bad, OSError):
+                self._drop(conn, bad=True)
 
-    def _store(self, key: bytes, value: bytes) -> None:
-        self.data[key] = value
-        self._wake(key)
-
-    def _set(self, conn: _Conn, req: _Request) -> None:
-        key, value = req.item(), req.item()
-        self._store(key, value)
-
-    def _compare_set(self, conn: _Conn, req: _Request) -> None:
-        key, expected, desired = req.item(), req.item(), req.item()
-        current = self.data.get(key)
-        if current is None:
-            if expected:
-                self._reply(conn, _item(expected))  # torch's answer for a missing key
-                return
-            self._store(key, desired)
-        elif current == expected:
-            self._store(key, desired)
-        self._reply(conn, _item(self.data[key]))
-
-    def _get(self, conn: _Conn, req: _Request) -> None:
-        key = req.item()
-        if key not in self.data:
-            raise _Bad("get of a missing key")  # clients wait for the key first
-        self._reply(conn, _item(self.data[key]))
-
-    def _add(self, conn: _Conn, req: _Request) -> None:
-        key, delta = req.item(), req.i64()
-        value = int(self.data.get(key, b"0")) + delta  # ValueError: not a number, as stoll
-        self._store(key, str(value).encode())
-        self._reply(conn, _I64.pack(value))
-
-    def _check(self, conn: _Conn, req: _Request) -> None:
-        keys = req.items()
-        self._reply(conn, READY if all(self._present(k) for k in keys) else NOT_READY)
-
-    def _wait(self, conn: _Conn, req: _Request) -> None:
-        missing = {k for k in req.items() if not self._present(k)}
-        if not missing:
-            self._reply(conn, STOP_WAITING)
+    def _flush(self, conn: Conn) -> None:
+        out = conn.out
+        data = out[0] if len(out) == 1 else b"".join(out)
+        try:
+            n = conn.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        if n == len(data):
+            conn.out, conn.outlen = [], 0
+            if conn.writing:
+                conn.writing = False
+                self.poller.modify(conn.fd, IN)
             return
-        conn.awaited = missing
-        for key in missing:
-            self.waiters.setdefault(key, []).append(conn)
-
-    def _wake(self, key: bytes) -> None:
-        for conn in self.waiters.pop(key, []):
-            conn.awaited.discard(key)
-            if not conn.awaited:
-                self._reply(conn, STOP_WAITING)
-
-    def _forget_wait(self, conn: _Conn) -> None:
-        for key in conn.awaited:
-            others = [c for c in self.waiters.get(key, []) if c is not conn]
-            if others:
-                self.waiters[key] = others
-            else:
-                self.waiters.pop(key, None)
-        conn.awaited = set()
-
-    def _cancel_wait(self, conn: _Conn, req: _Request) -> None:
-        self._forget_wait(conn)
-        self._reply(conn, WAIT_CANCELED)
-
-    def _delete(self, conn: _Conn, req: _Request) -> None:
-        key = req.item()
-        found = self.data.pop(key, None) is not None
-        self._reply(conn, _I64.pack(int(found)))
-
-    def _append(self, conn: _Conn, req: _Request) -> None:
-        key, value = req.item(), req.item()
-        self._store(key, self.data.get(key, b"") + value)
-
-    def _multi_get(self, conn: _Conn, req: _Request) -> None:
-        keys = req.items()
-        if any(k not in self.data for k in keys):
-            raise _Bad("multi_get of a missing key")
-        self._reply(conn, b"".join(_item(self.data[k]) for k in keys))
-
-    def _multi_set(self, conn: _Conn, req: _Request) -> None:
-        pairs = [(req.item(), req.item()) for _ in range(req.u64())]
-        for key, value in pairs:
-            self._store(key, value)
-
-    def _queue_push(self, conn: _Conn, req: _Request) -> None:
-        key, value = req.item(), req.item()
-        self.queues.setdefault(key, collections.deque()).append(value)
-        self._wake(key)
-
-    def _queue_pop(self, conn: _Conn, req: _Request) -> None:
-        queue = self.queues.get(req.item())
-        if not queue:
-            self._reply(conn, _I64.pack(0))
-            return
-        self._reply(conn, _I64.pack(1) + _item(queue.popleft()))
-
-    def _list_keys(self, conn: _Conn, req: _Request) -> None:
-        keys = list(self.data)
-        self._reply(conn, _U64.pack(len(keys)) + b"".join(_item(k) for k in keys))
-
-
-def _listen(port: int) -> socket.socket:
-    """Listen on every interface (IPv6 dual-stack where possible), as torch's server does."""
-    try:
-        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        addr: tuple[str, int] = ("::", port)
-    except OSError:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        addr = ("0.0.0.0", port)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.set_inheritable(False)
-        sock.bind(addr)
-        sock.listen(2048)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+        rest = data[n:]
+        conn.out, conn.outlen = [rest], len(rest)
+        if not conn.writing:
+            conn.writing = True
+            self.poller.modify(conn.fd, IN | OUT)

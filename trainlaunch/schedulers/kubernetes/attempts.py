@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainlaunch import settings
-from trainlaunch.schedulers.kubernetes.render import FAILURES_ANNOTATION, REQUEUES_ANNOTATION
+from trainlaunch.schedulers.kubernetes.labels import FAILURES_ANNOTATION, REQUEUES_ANNOTATION
 from trainlaunch.specs import Attempt
 
 # Set by the Job controller on a Job a podFailurePolicy rule failed:

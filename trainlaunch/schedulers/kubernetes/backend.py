@@ -1,9 +1,9 @@
-"""The Kubernetes backend: per role an Indexed Job + headless Service, through the official client.
+"""The Kubernetes backend: the app's objects (Jobs, a JobSet or a TrainJob) through the official client.
 
 App ids are ``<namespace>:<name>``, handles ``kubernetes://<session>/<namespace>:<name>``.
-Rendering (render.py), checks (checks.py) and status mapping (status.py) are pure; this
-module and client.py do the I/O. The ``kubernetes``
-package is imported only when the cluster is contacted, so dryrun works without the extra.
+Rendering (render.py and the targets'), checks (checks.py) and status mapping (status.py)
+are pure; this module, lookup.py and client.py do the I/O. The ``kubernetes`` package is
+imported only when the cluster is contacted, so dryrun works without the extra.
 """
 
 from __future__ import annotations
@@ -14,65 +14,52 @@ import dataclasses
 import re
 import secrets
 import string
-import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from trainlaunch import settings, store
-from trainlaunch.errors import AppNotFound, SchedulerError, UsageError
+from trainlaunch import settings
+from trainlaunch.errors import AppNotFound, SchedulerError, Unsupported, UsageError
 from trainlaunch.handles import make_app_handle, parse_app_handle
 from trainlaunch.schedulers.api import (
+    Capabilities,
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
     Stream,
     check_params,
 )
+from trainlaunch.schedulers.kubernetes import kueue, lookup
 from trainlaunch.schedulers.kubernetes import metrics as k8s_metrics
 from trainlaunch.schedulers.kubernetes import status as st
+from trainlaunch.schedulers.kubernetes import stopped as stop_records
 from trainlaunch.schedulers.kubernetes import sweep as k8s_sweep
-from trainlaunch.schedulers.kubernetes.checks import check_manifests, is_dns_label
+from trainlaunch.schedulers.kubernetes.checks import check_manifests
 from trainlaunch.schedulers.kubernetes.client import KubeApi, NotFound, connect, resolve_context
-from trainlaunch.schedulers.kubernetes.image import DEFAULT_METRICS_MOUNT, runs_agent
-from trainlaunch.schedulers.kubernetes.logs import LogReader
-from trainlaunch.schedulers.kubernetes.render import (
+from trainlaunch.schedulers.kubernetes.image import runs_agent
+from trainlaunch.schedulers.kubernetes.labels import (
     ANN_APP_NAME,
-    BACKEND,
-    DEFAULT_MAX_REQUEUES,
-    DEFAULT_RDZV_PORT,
-    DEFAULT_VERSION,
+    ANN_CODE,
     LABEL_APP,
     LABEL_MANAGED_BY,
     LABEL_ROLE,
     LABEL_SESSION,
-    RenderOptions,
-    app_name,
-    opt_str,
-    render_app,
-    role_from_job,
-    to_yaml,
 )
+from trainlaunch.schedulers.kubernetes.logs import LogReader
+from trainlaunch.schedulers.kubernetes.names import BACKEND, app_name
+from trainlaunch.schedulers.kubernetes.options import RenderOptions, opt_str, scheduler_opts
+from trainlaunch.schedulers.kubernetes.render import render_app, role_from_job
+from trainlaunch.schedulers.kubernetes.request import (
+    KubernetesRequest,
+    request_text,
+    substituted_text,
+)
+from trainlaunch.schedulers.kubernetes.syntax import is_dns_label
+from trainlaunch.schedulers.kubernetes.targets import APP_KINDS, role_views
 from trainlaunch.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, runopts
 
+CAPABILITIES = Capabilities(logs=True, arrays=True)  # stack: not yet (docs/hangs.md)
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 Objects = list[dict[str, Any]]  # API objects as JSON (the name `list` is a method below)
-
-
-@dataclasses.dataclass(frozen=True)
-class KubernetesRequest:
-    """What schedule submits, in order, and where to."""
-
-    namespace: str
-    name: str
-    resources: tuple[dict[str, Any], ...]
-    context: str | None = None
-    kubeconfig: str | None = None
-
-    @property
-    def app_id(self) -> str:
-        """``namespace:name``."""
-        return f"{self.namespace}:{self.name}"
 
 
 def parse_app_id(app_id: str) -> tuple[str, str]:
@@ -87,6 +74,7 @@ class KubernetesScheduler(Scheduler):
     """Indexed Jobs on a Kubernetes cluster."""
 
     backend = BACKEND
+    capabilities = CAPABILITIES
     poll_interval = 1.0  # seconds between looks while a followed log waits for its pod
 
     def __init__(
@@ -101,97 +89,18 @@ class KubernetesScheduler(Scheduler):
         self._apis: dict[tuple[str | None, str | None], KubeApi] = {}
 
     def run_opts(self) -> runopts:
-        """namespace, context, kubeconfig, server_version and what goes into the pods."""
-        o = runopts()
-        o.add(
-            "namespace", str, "namespace of the app (default: the kube context's, else 'default')"
-        )
-        o.add("context", str, "kubeconfig context (default: the current context)")
-        o.add(
-            "kubeconfig",
-            str,
-            "kubeconfig file (default: $KUBECONFIG or ~/.kube/config; "
-            "inside a pod: its service account)",
-        )
-        o.add(
-            "server_version",
-            str,
-            "oldest Kubernetes version to render for (1.27+); from 1.29 the Jobs count per "
-            "replica: requeue limit, TRAINLAUNCH_RESTART_COUNT, podReplacementPolicy",
-            default=f"{DEFAULT_VERSION[0]}.{DEFAULT_VERSION[1]}",
-        )
-        o.add("service_account", str, "service account the pods run as")
-        o.add("priority_class", str, "priorityClassName of the pods")
-        o.add(
-            "node_selector",
-            dict,
-            "node labels the pods need, e.g. node.kubernetes.io/instance-type:p4d.24xlarge",
-        )
-        o.add("tolerations", list, "taints the pods tolerate: key[=value][:Effect]")
-        o.add("labels", dict, "extra labels on Jobs, Services and pods")
-        o.add("annotations", dict, "extra annotations on Jobs and pods")
-        o.add("image_pull_secrets", list, "secrets to pull the image with")
-        o.add("image_pull_policy", str, "Always, IfNotPresent or Never (default: the cluster's)")
-        o.add("shm_size", str, "size limit of the memory-backed /dev/shm, e.g. 16Gi")
-        o.add(
-            "termination_grace_period",
-            int,
-            "seconds between SIGTERM (preemption, eviction, stop) and SIGKILL: time for the "
-            "ranks to save (terminationGracePeriodSeconds; default: the cluster's, 30)",
-        )
-        o.add(
-            "max_requeues",
-            int,
-            "how often each replica runs again after a preemption, eviction or a rank's exit 75, "
-            "apart from max_retries; then the Job fails (needs server_version 1.29+)",
-            default=DEFAULT_MAX_REQUEUES,
-        )
-        o.add(
-            "rdzv_port",
-            int,
-            f"port rank 0 listens on ({settings.RDZV_PORT})",
-            default=DEFAULT_RDZV_PORT,
-        )
-        o.add(
-            "agent",
-            str,
-            "where pods running dist.ddp get trainlaunch's node agent: 'bundled' (a zipapp "
-            "in a ConfigMap of the app: any image with Python and torch) or 'image' (the "
-            "image has trainlaunch installed)",
-            default="bundled",
-        )
-        o.add(
-            "python",
-            str,
-            "the image's interpreter for roles that run 'python' (default: python3, else python)",
-        )
-        o.add(
-            "metrics_pvc",
-            str,
-            "PersistentVolumeClaim for the ranks' metrics (ReadWriteMany for several pods); "
-            "without one they stay inside the pods",
-        )
-        o.add(
-            "metrics_mount",
-            str,
-            "where the metrics PVC is mounted in the pods; metrics go to MOUNT/<app name>/",
-            default=DEFAULT_METRICS_MOUNT,
-        )
-        o.add(
-            "metrics_local_dir",
-            str,
-            "the metrics PVC's storage as mounted on this machine (e.g. an NFS share), "
-            "so `trainlaunch metrics` can read it",
-        )
-        return o
+        """namespace, context, kubeconfig, the target, and what goes into the pods."""
+        return scheduler_opts()
 
     def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
         """On the metrics PVC (MOUNT/<app name>/) if one is named, else inside the pods."""
         return RenderOptions.from_cfg(cfg, "default").metrics_path()
 
     def metrics_location(self, resp: DescribeAppResponse) -> str | None:
-        """metrics_local_dir/<app name>/ for a PVC mounted here; else a UsageError saying where."""
-        return k8s_metrics.metrics_location(resp.app_id, resp.metadata.get("metrics"))
+        """metrics_local_dir/<app name>/ for a PVC mounted here; else a UsageError saying where
+        (an app whose Jobs carry no metrics record: the recorded path, as on every backend)."""
+        found = k8s_metrics.metrics_location(resp.app_id, resp.metadata.get("metrics"))
+        return found if found is not None else super().metrics_location(resp)
 
     # -- submission ------------------------------------------------------------------------------
 
@@ -217,10 +126,11 @@ class KubernetesScheduler(Scheduler):
             zipapp = build_agent_zipapp()
         docs = render_app(app, name, self.session_name, opts, zipapp)
         _check(docs, repr(app.name))
-        request = KubernetesRequest(namespace, name, tuple(docs), context, kubeconfig)
+        request = KubernetesRequest(namespace, name, tuple(docs), context, kubeconfig, opts.api)
         return AppDryRunInfo(
             request,
-            fmt=lambda r: to_yaml(list(r.resources)),
+            fmt=request_text,
+            fmt_substituted=substituted_text,
             app=app,
             cfg=dict(cfg),
             scheduler=BACKEND,
@@ -264,7 +174,8 @@ class KubernetesScheduler(Scheduler):
         )
         return AppDryRunInfo(
             request,
-            fmt=lambda r: to_yaml(list(r.resources)),
+            fmt=request_text,
+            fmt_substituted=substituted_text,
             app=apps[0],
             cfg=dict(infos[0].cfg),
             scheduler=BACKEND,
@@ -286,18 +197,19 @@ class KubernetesScheduler(Scheduler):
         owner: dict[str, Any] = {}
         try:
             for doc in req.resources:
-                if doc["kind"] in ("Service", "ConfigMap") and owner:
-                    # The Job's uid exists only now: with it, deleting the Job removes the
-                    # Service and the agent's ConfigMap (which the first Job owns).
+                if doc["kind"] in ("Service", "ConfigMap", "Secret") and owner:
+                    # The owner's uid exists only now: with it, deleting the Job (JobSet,
+                    # TrainJob) removes its Service, and the first one the agent's ConfigMap
+                    # and the Secret.
                     doc = {**doc, "metadata": {**doc["metadata"], "ownerReferences": [owner]}}
                 stored = api.create(doc)
                 created.append((doc["kind"], doc["metadata"]["name"]))
-                if doc["kind"] == "Job":
+                if doc["kind"] in APP_KINDS:
                     meta = stored.get("metadata") or {}
                     owner = (
                         {
-                            "apiVersion": "batch/v1",
-                            "kind": "Job",
+                            "apiVersion": doc["apiVersion"],
+                            "kind": doc["kind"],
                             "name": meta.get("name"),
                             "uid": meta.get("uid"),
                         }
@@ -320,27 +232,37 @@ class KubernetesScheduler(Scheduler):
             return self._describe_point(group, point, app_id)
         ns, name = parse_app_id(app_id)
         api = self._api()
-        jobs, stopped = self._jobs_or_stopped(api, ns, name, app_id)
+        found, stopped = self._found_or_stopped(api, ns, name, app_id)
         if stopped is not None:
             return DescribeAppResponse(
                 app_id=app_id,
                 status=AppStatus(
                     state=AppState.CANCELLED,
-                    msg="stopped by `trainlaunch stop`; its Jobs, pods and Services were deleted",
+                    msg="stopped by `trainlaunch stop`; its objects and pods were deleted",
                 ),
                 metadata={"namespace": ns, **stopped},
             )
+        jobs = found.views
         pods = api.list("Pod", ns, f"{LABEL_APP}={name}")
         roles = [role_from_job(j) for j in sorted(jobs, key=st.role_index)]
         app = None
         if roles and all(roles):
-            app = AppDef(_ann(jobs[0], ANN_APP_NAME) or name, tuple(r for r in roles if r))
+            app = AppDef(
+                _ann(jobs[0], ANN_APP_NAME) or name,
+                tuple(r for r in roles if r),
+                metadata=_code_of(jobs[0]),
+            )
+        status = st.app_status(jobs, pods)
+        held = [o for o in found.objects if kueue.held(o)]
+        if held and status.state == AppState.PENDING:  # Kueue has not admitted it (yet)
+            status = dataclasses.replace(status, msg=lookup.admission(api, held[0]))
         return DescribeAppResponse(
             app_id=app_id,
-            status=st.app_status(jobs, pods),
+            status=status,
             app=app,
             metadata={
                 "namespace": ns,
+                "objects": [f"{o['kind']}/{o['metadata']['name']}" for o in found.objects],
                 "jobs": sorted(j["metadata"]["name"] for j in jobs),
                 "context": self.context or "",
                 **_metrics_meta(jobs),
@@ -351,7 +273,7 @@ class KubernetesScheduler(Scheduler):
         """Point ``point`` of a --max-parallel sweep: the index of its Indexed Job."""
         ns, name = parse_app_id(group)
         api = self._api()
-        jobs, stopped = self._jobs_or_stopped(api, ns, name, app_id)
+        found, stopped = self._found_or_stopped(api, ns, name, app_id)
         if stopped is not None:
             done = k8s_sweep.parse_indexes(stopped.get("completed"))
             failed = k8s_sweep.parse_indexes(stopped.get("failed"))
@@ -362,7 +284,7 @@ class KubernetesScheduler(Scheduler):
             return DescribeAppResponse(
                 app_id=app_id, status=AppStatus(state=state, msg=msg), metadata={"namespace": ns}
             )
-        job = jobs[0]
+        job = found.views[0]
         if not k8s_sweep.is_sweep_job(job) or point >= int(job["spec"].get("completions") or 1):
             raise self._not_found(app_id)
         pods = api.list("Pod", ns, f"{LABEL_APP}={name}")
@@ -370,7 +292,7 @@ class KubernetesScheduler(Scheduler):
         app = None
         if template is not None:
             role = k8s_sweep.point_role(job, template, point)
-            app = AppDef(_ann(job, ANN_APP_NAME) or name, (role,))
+            app = AppDef(_ann(job, ANN_APP_NAME) or name, (role,), metadata=_code_of(job))
         return DescribeAppResponse(
             app_id=app_id,
             status=k8s_sweep.point_status(job, pods, point),
@@ -387,7 +309,7 @@ class KubernetesScheduler(Scheduler):
         """The session in the handle the app's pods were given (None once it is stopped)."""
         ns, name = parse_app_id(k8s_sweep.split_point(app_id)[0])
         try:
-            jobs = self._jobs(self._api(), ns, name, app_id)
+            jobs = self._found(self._api(), ns, name, app_id).views
         except AppNotFound:
             return None  # describe says whether it is unknown or was stopped
         spec = jobs[0].get("spec", {}).get("template", {}).get("spec", {})
@@ -403,10 +325,11 @@ class KubernetesScheduler(Scheduler):
         """trainlaunch's apps in the namespace, newest first (as every backend)."""
         ns = self.namespace or resolve_context(self.kubeconfig, self.context)[1]
         by_app: dict[str, Objects] = {}
-        for job in self._api().list("Job", ns, f"{LABEL_MANAGED_BY}=trainlaunch"):
-            app = (job.get("metadata", {}).get("labels") or {}).get(LABEL_APP)
+        found = lookup.find(self._api(), ns, f"{LABEL_MANAGED_BY}=trainlaunch", every_kind=True)
+        for obj in found.objects:
+            app = (obj.get("metadata", {}).get("labels") or {}).get(LABEL_APP)
             if app:
-                by_app.setdefault(app, []).append(job)
+                by_app.setdefault(app, []).extend(role_views(obj))
         rows = []
         for name, jobs in by_app.items():
             labels = jobs[0]["metadata"].get("labels") or {}
@@ -424,7 +347,7 @@ class KubernetesScheduler(Scheduler):
                 )
             )
         seen = {r.app_id for r in rows}
-        for rec in _tombstones(ns):
+        for rec in stop_records.records(ns):
             app_id = f"{ns}:{rec['name']}"
             if app_id not in seen:
                 rows.append(
@@ -450,22 +373,22 @@ class KubernetesScheduler(Scheduler):
         ns, name = parse_app_id(app_id)
         api = self._api()
         selector = f"{LABEL_APP}={name}"
-        jobs, services = api.list("Job", ns, selector), api.list("Service", ns, selector)
-        deleted = [api.delete("Job", ns, j["metadata"]["name"]) for j in jobs]
+        found = lookup.find(api, ns, selector, every_kind=True)
+        jobs, services = found.views, api.list("Service", ns, selector)
+        deleted = [api.delete(o["kind"], ns, o["metadata"]["name"]) for o in found.objects]
         deleted += [api.delete("Service", ns, s["metadata"]["name"]) for s in services]
         # the agent's ConfigMap: owned by the first Job, so already going; deleting it too needs
         # no garbage collector (named by the pods' volumes: apps without one need no verb on it)
         for c in sorted({c for j in jobs for c in _configmaps(j)}):
             api.delete("ConfigMap", ns, c)
+        for s in sorted({s for j in jobs for s in _secrets(j)}):  # likewise the app's Secret
+            api.delete("Secret", ns, s)
         if not any(deleted):
-            if _tombstone(ns, name) is not None:
+            if stop_records.record_of(ns, name) is not None:
                 return  # stopped before: stopping again is not an error
             raise self._not_found(app_id)
         # the Jobs are gone: remember the stop so status/list still say CANCELLED
-        store.write_json(
-            _tombstone_dir() / f"{ns}_{name}.json",
-            {"namespace": ns, "name": name, "stopped": time.time(), **_indexes(jobs)},
-        )
+        stop_records.record(ns, name, jobs)
 
     def cancel_many(self, app_ids: Sequence[str]) -> None:
         """Stop several apps; the points of one --max-parallel sweep go with their one Job."""
@@ -517,7 +440,7 @@ class KubernetesScheduler(Scheduler):
 
     def stacks(self, app_id: str, native: bool = False) -> builtins.list[Any]:
         """Not supported yet (docs/hangs.md says why)."""
-        raise SchedulerError(
+        raise Unsupported(
             "`stack` is not supported on kubernetes yet: py-spy must run inside each pod "
             "(exec) with CAP_SYS_PTRACE, and trainlaunch's pods neither ship py-spy nor "
             "get that capability",
@@ -540,41 +463,44 @@ class KubernetesScheduler(Scheduler):
             self._apis[key] = connect(*key)
         return self._apis[key]
 
-    def _jobs(self, api: KubeApi, ns: str, name: str, app_id: str) -> Objects:
+    def _found(self, api: KubeApi, ns: str, name: str, app_id: str) -> lookup.Found:
         try:
-            jobs = api.list("Job", ns, f"{LABEL_APP}={name}")
-        except NotFound:
-            jobs = []
-        if not jobs:
-            raise self._not_found(app_id)
-        return jobs
+            found = lookup.find(api, ns, f"{LABEL_APP}={name}")
+        except NotFound:  # the namespace does not exist
+            found = lookup.Found()
+        if not found.objects:
+            raise self._not_found(app_id, found.forbidden)
+        return found
 
-    def _jobs_or_stopped(
+    def _found_or_stopped(
         self, api: KubeApi, ns: str, name: str, app_id: str
-    ) -> tuple[Objects, dict[str, Any] | None]:
-        """The app's Jobs, or (none and) the record `stop` left; AppNotFound without either."""
+    ) -> tuple[lookup.Found, dict[str, Any] | None]:
+        """The app's objects, or (none and) the record `stop` left; AppNotFound without either."""
         try:
-            return self._jobs(api, ns, name, app_id), None
+            return self._found(api, ns, name, app_id), None
         except AppNotFound:
-            stopped = _tombstone(ns, name)
+            stopped = stop_records.record_of(ns, name)
             if stopped is None:
                 raise
-            return [], stopped
+            return lookup.Found(), stopped
 
     def _role_job(
         self, api: KubeApi, ns: str, name: str, app_id: str, role_name: str
     ) -> dict[str, Any]:
-        jobs = self._jobs(api, ns, name, app_id)
+        jobs = self._found(api, ns, name, app_id).views
         for job in jobs:
             if st.job_role_name(job) == role_name:
                 return job
         roles = ", ".join(sorted(st.job_role_name(j) for j in jobs))
         raise UsageError(f"app {app_id} has no role {role_name!r}; roles: {roles}")
 
-    def _not_found(self, app_id: str) -> AppNotFound:
+    def _not_found(self, app_id: str, forbidden: Sequence[str] = ()) -> AppNotFound:
         where = f"kube context {self.context!r}" if self.context else "the current kube context"
+        unsearched = (
+            f" (not searched: {', '.join(forbidden)}, forbidden by RBAC)" if forbidden else ""
+        )
         return AppNotFound(
-            f"no kubernetes app {app_id} in {where}",
+            f"no kubernetes app {app_id} in {where}{unsearched}",
             hint="it may have been stopped or deleted; `trainlaunch list` shows "
             "what exists (--cfg context=... for another cluster)",
         )
@@ -597,40 +523,21 @@ def _check(docs: Objects, what: str) -> None:
         )
 
 
-def _tombstone_dir() -> Path:
-    return store.ensure_private_dir(store.ensure_private_dir(store.store_root()) / "kubernetes")
-
-
-def _tombstone(ns: str, name: str) -> dict[str, Any] | None:
-    rec = store.read_json_or_none(store.store_root() / "kubernetes" / f"{ns}_{name}.json")
-    return rec if isinstance(rec, dict) else None
-
-
-def _tombstones(ns: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    found = store.existing_private_dir(store.store_root() / "kubernetes")  # a query creates none
-    for path in sorted(found.glob(f"{ns}_*.json")) if found else []:
-        rec = store.read_json_or_none(path)
-        if isinstance(rec, dict) and rec.get("namespace") == ns and rec.get("name"):
-            out.append(rec)
-    return out
-
-
-def _indexes(jobs: Objects) -> dict[str, str]:
-    """A sweep Job's completed and failed indexes, kept when it is stopped (points keep them)."""
-    status = next((j.get("status") or {} for j in jobs if k8s_sweep.is_sweep_job(j)), None)
-    if status is None:
-        return {}
-    return {
-        "completed": status.get("completedIndexes") or "",
-        "failed": status.get("failedIndexes") or "",
-    }
-
-
 def _configmaps(job: Mapping[str, Any]) -> list[str]:
     """The ConfigMaps a Job's pods mount."""
     volumes = job.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
     return [str(v["configMap"]["name"]) for v in volumes if (v.get("configMap") or {}).get("name")]
+
+
+def _secrets(job: Mapping[str, Any]) -> list[str]:
+    """The Secrets a Job's containers take env values from."""
+    containers = job.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+    return [
+        str(ref["name"])
+        for c in containers
+        for e in c.get("env") or []
+        if (ref := (e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+    ]
 
 
 def _metrics_meta(jobs: Objects) -> dict[str, Any]:
@@ -641,6 +548,19 @@ def _metrics_meta(jobs: Objects) -> dict[str, Any]:
 
 def _ann(obj: Mapping[str, Any], key: str) -> str:
     return str((obj.get("metadata", {}).get("annotations") or {}).get(key) or "")
+
+
+def _code_of(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The code of record the Job carries, as the run record's ``code`` (describe shows it)."""
+    import json
+
+    from trainlaunch.specs import RUN_RECORD_KEY as META_KEY
+
+    try:
+        code = json.loads(_ann(job, ANN_CODE) or "null")
+    except ValueError:
+        code = None
+    return {META_KEY: {"code": code}} if isinstance(code, dict) else {}
 
 
 # create_scheduler's params (the runner passes each backend only its own)

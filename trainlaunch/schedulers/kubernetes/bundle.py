@@ -2,7 +2,7 @@
 
 The archive holds the whole ``trainlaunch.agent`` package plus the trainlaunch modules it
 imports (found by reading their imports, not listed by hand; ``settings`` and ``errors``
-today) and a ``__main__.py`` that first checks the interpreter's version, in syntax every
+today), the preflight's probe script (read as data: it runs where torch is) and a ``__main__.py`` that first checks the interpreter's version, in syntax every
 Python (2.7 too) parses, so an image whose Python is too old says so in one line. The bytes are
 deterministic (fixed timestamps, sorted entries): a dryrun of the same trainlaunch renders the
 same ConfigMap. Anything outside trainlaunch that the agent imports must be the standard
@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 from trainlaunch.errors import TrainlaunchError
+from trainlaunch.preflight.probe import PROBE_RESOURCE
 
 PACKAGE = "trainlaunch.agent"
 MIN_PYTHON = (3, 10)  # pyproject's requires-python (a test keeps them equal)
@@ -124,6 +125,8 @@ def build_agent_zipapp() -> bytes:
         str(path.relative_to(_ROOT.parent)).replace("\\", "/"): path.read_bytes()
         for path in bundled_modules().values()
     }
+    # read by the agent, not imported: the preflight's probe runs in the ranks' interpreter
+    files[f"trainlaunch/{PROBE_RESOURCE}"] = (_ROOT / PROBE_RESOURCE).read_bytes()
     text = "{}.{}".format(*MIN_PYTHON)
     files["__main__.py"] = MAIN.format(min=MIN_PYTHON, min_text=text).encode()
     buf = io.BytesIO()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch.errors import SchedulerError, SchedulerUnavailable, UsageError
+from trainlaunch.schedulers.kubernetes.targets import CUSTOM_KINDS
 
 INSTALL_HINT = "pip install 'trainlaunch[kubernetes]'"
 CONNECT_TIMEOUT = 10.0
@@ -117,23 +118,57 @@ class KubeApi:
         self._client = api_client
         self._batch = client.BatchV1Api(api_client)
         self._core = client.CoreV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
+
+    def _custom_path(self, kind: str, api_version: str | None) -> tuple[str, str, str]:
+        """(group, version, plural) of a custom kind (api_version: another served version)."""
+        default, plural = CUSTOM_KINDS[kind]
+        group, _, version = (api_version or default).partition("/")
+        return group, version, plural
 
     def close(self) -> None:
         """Release the connection pool."""
         self._client.close()
 
     def create(self, doc: dict[str, Any]) -> dict[str, Any]:
-        """Create a Job, Service or ConfigMap; return the object the server stored."""
+        """Create a Job, Service, ConfigMap or Secret; return the object the server stored."""
         kind, ns, name = doc["kind"], doc["metadata"]["namespace"], doc["metadata"]["name"]
+        if kind in CUSTOM_KINDS:
+            group, version, plural = self._custom_path(kind, doc.get("apiVersion"))
+            create = self._custom.create_namespaced_custom_object
+            action = f"create {kind} {ns}/{name}"
+            try:
+                return dict(self._json(create, action, group, version, ns, plural, doc))
+            except NotFound as e:
+                if "could not find the requested resource" not in str(e):
+                    raise  # e.g. the namespace does not exist
+                raise ApiError(
+                    f"cannot {action}: the cluster does not serve {plural}.{group}/{version}",
+                    404,
+                    hint=_INSTALL.get(kind, "install its controller") + ", or use --cfg api=job",
+                ) from None
         fn = {
             "Job": self._batch.create_namespaced_job,
             "Service": self._core.create_namespaced_service,
             "ConfigMap": self._core.create_namespaced_config_map,
+            "Secret": self._core.create_namespaced_secret,
         }[kind]
         return dict(self._json(fn, f"create {kind} {ns}/{name}", ns, doc))
 
-    def list(self, kind: str, ns: str, selector: str) -> list[dict[str, Any]]:
-        """Objects of kind (Job, Service, ConfigMap, Pod) in ns matching a label selector."""
+    def list(
+        self, kind: str, ns: str, selector: str, api_version: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Objects of kind (Job, Service, ConfigMap, Pod, or a custom kind, optionally at
+        api_version) in ns matching a label selector; NotFound if the server lacks the kind."""
+        if kind in CUSTOM_KINDS:
+            group, version, plural = self._custom_path(kind, api_version)
+            found = self._json(
+                self._custom.list_namespaced_custom_object,
+                f"list {plural}.{group} in namespace {ns}",
+                *(group, version, ns, plural),
+                label_selector=selector,
+            )
+            return [{"kind": kind, **i} for i in found.get("items") or []]
         fn = {
             "Job": self._batch.list_namespaced_job,
             "Pod": self._core.list_namespaced_pod,
@@ -143,12 +178,35 @@ class KubeApi:
         items = self._json(fn, f"list {kind}s in namespace {ns}", ns, label_selector=selector)
         return list(items.get("items") or [])
 
+    def get(self, kind: str, ns: str, name: str) -> dict[str, Any]:
+        """One object of a custom kind (LocalQueue, ...); NotFound if absent."""
+        group, version, plural = self._custom_path(kind, None)
+        fn = self._custom.get_namespaced_custom_object
+        return dict(self._json(fn, f"get {kind} {ns}/{name}", group, version, ns, plural, name))
+
     def delete(self, kind: str, ns: str, name: str) -> bool:
         """Delete with background propagation (its pods too); False if it was already gone."""
+        if kind in CUSTOM_KINDS:
+            group, version, plural = self._custom_path(kind, None)
+            try:
+                self._json(
+                    self._custom.delete_namespaced_custom_object,
+                    f"delete {kind} {ns}/{name}",
+                    group,
+                    version,
+                    ns,
+                    plural,
+                    name,
+                    propagation_policy="Background",
+                )
+            except NotFound:
+                return False
+            return True
         fn = {
             "Job": self._batch.delete_namespaced_job,
             "Service": self._core.delete_namespaced_service,
             "ConfigMap": self._core.delete_namespaced_config_map,
+            "Secret": self._core.delete_namespaced_secret,
         }[kind]
         try:
             # The REST default for batch/v1 Jobs orphans their pods: always say Background.
@@ -156,6 +214,31 @@ class KubeApi:
         except NotFound:
             return False
         return True
+
+    def server_version(self) -> str:
+        """The API server's version (gitVersion), e.g. v1.33.0."""
+        from kubernetes import client
+
+        data = self._json(client.VersionApi(self._client).get_code, "read the server version")
+        return str(data.get("gitVersion") or f"{data.get('major')}.{data.get('minor')}")
+
+    def can_i(self, verb: str, resource: str, ns: str, group: str = "", sub: str = "") -> bool:
+        """Whether this user may verb resource in ns (a SelfSubjectAccessReview)."""
+        from kubernetes import client
+
+        attrs = {"verb": verb, "resource": resource, "namespace": ns, "group": group}
+        if sub:
+            attrs["subresource"] = sub
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        api = client.AuthorizationV1Api(self._client)
+        data = self._json(
+            api.create_self_subject_access_review, f"ask whether it may {verb} {resource}", body
+        )
+        return bool((data.get("status") or {}).get("allowed"))
 
     def pod_log(
         self,
@@ -248,7 +331,8 @@ class KubeApi:
                 f"cannot {action}: forbidden by RBAC ({message})",
                 status,
                 hint="ask a cluster admin for a Role allowing create/get/list/delete on "
-                "jobs.batch, services, configmaps and pods, and get on pods/log in this namespace "
+                "jobs.batch, services, configmaps, secrets and pods, and get on pods/log in this "
+                "namespace "
                 "(check with: kubectl auth can-i create jobs.batch -n NAMESPACE)",
             )
         if status == 401:
@@ -258,6 +342,12 @@ class KubeApi:
                 hint="log in again / refresh the kubeconfig user's token",
             )
         return ApiError(f"cannot {action}: HTTP {status}: {message}", status)
+
+
+_INSTALL = {  # where a missing API comes from
+    "JobSet": "install the JobSet controller (kubernetes-sigs/jobset, v0.6+: its manifests.yaml)",
+    "TrainJob": "install Kubeflow Trainer v2.2+ (kubeflow/trainer) and its training runtimes",
+}
 
 
 def _status_message(body: Any) -> str:

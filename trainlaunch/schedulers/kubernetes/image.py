@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from trainlaunch.specs import Role
 
 if TYPE_CHECKING:
-    from trainlaunch.schedulers.kubernetes.render import RenderOptions
+    from trainlaunch.schedulers.kubernetes.options import RenderOptions
 
 AGENT_MODES = ("bundled", "image")  # the agent from the app's ConfigMap, or the image's own
 AGENT_DIR = "/opt/trainlaunch"  # where the agent's ConfigMap is mounted (read-only)

@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any
 
+from trainlaunch.schedulers.kubernetes import lookup
 from trainlaunch.schedulers.kubernetes import status as st
 from trainlaunch.schedulers.kubernetes.client import KubeApi
-from trainlaunch.schedulers.kubernetes.render import INDEX_ANNOTATION, LABEL_APP
+from trainlaunch.schedulers.kubernetes.labels import INDEX_ANNOTATION, LABEL_APP
 
 _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
@@ -75,25 +76,32 @@ class LogReader:
         """(creation time, name) of the newest started pod of index k created after ``after``.
 
         Earlier pods of an index are its failed attempts; while following, wait for the next.
+        Once the app is terminal the pods are listed once more: a pod can start and end
+        between a look that missed it and the look at the app (a sweep point that got its slot
+        and finished at once), and its lines are read all the same.
         """
         while True:
-            keys = [
-                (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])
-                for p in self.api.list("Pod", self.ns, self.selector)
-                if (p["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION) == str(k)
-                and started(p)
-            ]
-            newer = [key for key in keys if key > after]
-            if newer:
-                return max(newer)
-            if not wait or self._terminal():
-                return None
+            newer = self._started_after(k, after)
+            if newer or not wait:
+                return max(newer, default=None)
+            if self._terminal():
+                return max(self._started_after(k, after), default=None)
             time.sleep(self.poll_interval)  # a product poll: the pod is being scheduled
+
+    def _started_after(self, k: int, after: tuple[str, str]) -> list[tuple[str, str]]:
+        """(creation time, name) of index k's started pods created after ``after``."""
+        keys = [
+            (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])
+            for p in self.api.list("Pod", self.ns, self.selector)
+            if (p["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION) == str(k)
+            and started(p)
+        ]
+        return [key for key in keys if key > after]
 
     def _terminal(self) -> bool:
         if self.ended is not None:
             return self.ended()
-        jobs = self.api.list("Job", self.ns, f"{LABEL_APP}={self.app}")
+        jobs = lookup.find(self.api, self.ns, f"{LABEL_APP}={self.app}").views  # any target
         return not jobs or st.combine(st.list_state(j) for j in jobs).is_terminal
 
 

@@ -19,7 +19,7 @@ from trainlaunch.schedulers.kubernetes.image import DEFAULT_METRICS_MOUNT
 from trainlaunch.specs import Role, macros
 
 if TYPE_CHECKING:
-    from trainlaunch.schedulers.kubernetes.render import RenderOptions
+    from trainlaunch.schedulers.kubernetes.options import RenderOptions
 
 ANN_METRICS = "trainlaunch.io/metrics"  # where the ranks' metrics go (JSON), for `metrics`
 

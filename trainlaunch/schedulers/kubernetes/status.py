@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainlaunch.schedulers.kubernetes import attempts
-from trainlaunch.schedulers.kubernetes.render import (
+from trainlaunch.schedulers.kubernetes.labels import (
     ANN_ROLE_INDEX,
     ANN_ROLE_NAME,
     INDEX_ANNOTATION,

@@ -22,13 +22,11 @@ from typing import Any
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.handles import make_app_handle
-from trainlaunch.schedulers.kubernetes.checks import SWEEP_POINTS
-from trainlaunch.schedulers.kubernetes.render import (
-    ANN_ROLE,
-    BACKEND,
-    PER_INDEX_VERSION,
-    RenderOptions,
-)
+from trainlaunch.schedulers.kubernetes.job_checks import SWEEP_POINTS
+from trainlaunch.schedulers.kubernetes.labels import ANN_ROLE
+from trainlaunch.schedulers.kubernetes.names import BACKEND
+from trainlaunch.schedulers.kubernetes.options import PER_INDEX_VERSION, RenderOptions
+from trainlaunch.schedulers.kubernetes.secret import masked
 from trainlaunch.specs import AppState, AppStatus, Role, RoleStatus
 
 ANN_SWEEP_POINTS = SWEEP_POINTS  # per point: the Role's args and env (JSON)
@@ -40,6 +38,13 @@ _PER_POINT = ("command", "args", "env")  # what may differ between the points' c
 
 def why_not(roles: Sequence[Sequence[Role]], opts: RenderOptions) -> str:
     """Why these points cannot share one Indexed Job ('' when they can)."""
+    if opts.api != "job":
+        return (
+            f"--max-parallel on Kubernetes runs the points as one Indexed Job (api=job); a "
+            f"{'JobSet' if opts.api == 'jobset' else 'TrainJob'} has no such limit of its own. "
+            "Drop --max-parallel (one app per point, all at once; with --cfg queue=NAME Kueue's "
+            "quotas decide how many run), or use --cfg api=job"
+        )
     for i, point in enumerate(roles):
         pods = sum(r.num_replicas for r in point)
         if pods != 1:
@@ -100,6 +105,15 @@ def combine(
                 hint="sweep only arguments and environment with --max-parallel on Kubernetes, "
                 "or drop --max-parallel (one Job per point)",
             )
+    secrets = [next((d for d in docs if d["kind"] == "Secret"), None) for docs in per_point]
+    for i, secret in enumerate(secrets[1:], start=1):
+        if secret != secrets[0]:  # one pod template reads one Secret
+            raise UsageError(
+                f"sweep points 0 and {i} differ in a secret variable's value: the points of "
+                "one Indexed Job share one Secret",
+                hint="sweep values that are not secrets with --max-parallel on Kubernetes, or "
+                "drop --max-parallel (one Job and Secret per point)",
+            )
     containers = [j["spec"]["template"]["spec"]["containers"][0] for j in jobs]
     envs = [{e["name"]: e for e in c.get("env") or []} for c in containers]
     common = [
@@ -133,7 +147,9 @@ def combine(
     for rule in spec["podFailurePolicy"]["rules"]:  # requeues exhausted: that point ends, alone
         if rule["action"] == "FailJob":
             rule["action"] = "FailIndex"
-    points = [_role_diff(roles[0], r) for r in roles]  # small: annotations hold 256 KiB in all
+    points = [
+        _role_diff(masked(roles[0]), r) for r in roles
+    ]  # small: annotations hold 256 KiB in all
     job["metadata"]["annotations"][ANN_SWEEP_POINTS] = json.dumps(points, separators=(",", ":"))
     out = [job if d["kind"] == "Job" else d for d in per_point[0]]
     return out
@@ -141,6 +157,7 @@ def combine(
 
 def _role_diff(template: Role, role: Role) -> dict[str, Any]:
     """What point_role needs to rebuild role from template: its args, its env's differences."""
+    role = masked(role)  # points share their secrets (combine): nothing to record of them
     env = {k: v for k, v in role.env.items() if template.env.get(k) != v}
     drop = sorted(k for k in template.env if k not in role.env)
     return {"args": list(role.args), "env": env, **({"drop": drop} if drop else {})}

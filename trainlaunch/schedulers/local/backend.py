@@ -10,54 +10,64 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import os
-import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainlaunch import settings, store
 from trainlaunch.errors import AppNotFound, SchedulerError, StoreError, UsageError
 from trainlaunch.handles import check_app_id, make_app_handle
-from trainlaunch.options import at_least, existing_dir
-from trainlaunch.procs import reserve_port
+from trainlaunch.node.agent_record import preflight_record, waiting_record
+from trainlaunch.node.processes import reserve_port
+from trainlaunch.options import NO_WATCHDOG, above, at_least, existing_dir
+from trainlaunch.preflight import options as preflight_options
 from trainlaunch.schedulers.api import (
+    Capabilities,
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
     Stream,
     check_params,
+    hang_fields,
 )
 from trainlaunch.schedulers.local import hangs as local_hangs
 from trainlaunch.schedulers.local import index as app_index
+from trainlaunch.schedulers.local import queue as local_queue
 from trainlaunch.schedulers.local import slots as local_slots
 from trainlaunch.schedulers.local import state as local_state
-from trainlaunch.schedulers.local import watchdog as local_watchdog
+from trainlaunch.schedulers.local.launch import record_supervisor, start_supervisor
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files, time_span
 from trainlaunch.specs import (
     PROGRAM,
     AppDef,
     AppDryRunInfo,
     AppState,
+    AppStatus,
     CfgVal,
     ReplicaPlan,
     Role,
+    SlotGroup,
+    check_name,
     macros,
     runopts,
 )
-from trainlaunch.sweeps import check_sweep_id
+from trainlaunch.stacks.watchdog import ON_HANG
 
 if TYPE_CHECKING:  # annotations only: stacks is imported where stacks are read
-    import subprocess
-
-    from trainlaunch.stacks import RankStack
+    from trainlaunch.stacks.values import RankStack
 
 BACKEND = "local"
 DEFAULT_MAX_REQUEUES = 3
 MAX_LOCAL_REPLICAS = 1024  # replicas are processes of this one machine
+SNAPSHOT_PLAN_REUSE_S = 2.0  # dry runs closer than this share a snapshot's file list
 
 
+CAPABILITIES = Capabilities(
+    logs=True, stacks=True, requeue=True, slot_groups=True, snapshots=True, hang_watchdog=True
+)
 # create_scheduler's params (the runner passes each backend only its own)
 SCHEDULER_PARAMS = frozenset({"environ"})  # environ: the environment to read instead of os.environ
 
@@ -93,10 +103,14 @@ class LocalScheduler(Scheduler):
 
     backend = BACKEND
     max_replicas = MAX_LOCAL_REPLICAS
+    capabilities = CAPABILITIES
 
     def __init__(self, session_name: str, **params: Any) -> None:
         super().__init__(session_name)
         self.environ: Mapping[str, str] = params.get("environ") or os.environ
+        self._snap_plans: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._apps: Path | None = None  # the store's apps directory, once it exists
+        self._last_request: tuple[str, dict[str, Any]] = ("", {})
 
     def run_opts(self) -> runopts:
         """Options of the local backend."""
@@ -122,11 +136,20 @@ class LocalScheduler(Scheduler):
             default="off",
         )
         opts.add(
+            "snapshot_store_mib",
+            int,
+            "the most the store's code snapshots may hold in all, in MiB (a file is kept once "
+            "however many snapshots hold it; a snapshot past this is refused)",
+            default=2048,
+            check=at_least(1),
+        )
+        opts.add(
             "max_requeues",
             int,
             "how often the app runs again after `stop --requeue` or a rank's exit 75 "
             "(apart from max_retries)",
             default=DEFAULT_MAX_REQUEUES,
+            check=at_least(0),
         )
         opts.add(
             "auto_set_cuda_visible_devices",
@@ -146,8 +169,16 @@ class LocalScheduler(Scheduler):
             float,
             "seconds without output, metrics or heartbeat from any rank that count as a hang "
             "(default: off; docs/hangs.md)",
+            check=above(0, NO_WATCHDOG),
         )
-        opts.add("on_hang", str, "after a hang: none (report), stop, restart", default="none")
+        opts.add(
+            "on_hang",
+            str,
+            "after a hang: none (report), stop, restart",
+            default="none",
+            choices=ON_HANG,
+        )
+        preflight_options.add_runopts(opts)
         return opts
 
     def default_metrics_path(self, cfg: Mapping[str, CfgVal]) -> str | None:
@@ -159,16 +190,11 @@ class LocalScheduler(Scheduler):
 
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo:
         """Plan every replica's command, env and directories (no side effects but a port probe)."""
-        from trainlaunch import snapshot  # submission only: status/list/logs skip it
+        from trainlaunch.schedulers import snapshot  # submission only: status/list/logs skip it
 
-        on_hang = cfg.get("on_hang")
-        if on_hang is not None and on_hang not in local_watchdog.ON_HANG:
-            raise UsageError(
-                f"on_hang must be one of {', '.join(local_watchdog.ON_HANG)}, got {on_hang!r}"
-            )
         app_id = store.new_app_id(app.name)
         cwd = os.path.abspath(str(cfg.get("cwd") or os.getcwd()))
-        snap = snapshot.from_option(cfg.get("snapshot"), cwd, [store.store_root(self.environ)])
+        snap = self._snapshot_plan(cfg.get("snapshot"), cwd)
         snap_dir = str(store.store_root(self.environ) / "apps" / app_id / snapshot.SNAPSHOT_DIR)
         strategy = (app.metadata.get("trainlaunch") or {}).get("export_strategy")
         if strategy:  # the ranks import it here, on this machine: refuse a missing one now
@@ -176,8 +202,10 @@ class LocalScheduler(Scheduler):
             env_paths += [r.env.get("PYTHONPATH", "") for r in app.roles]
             paths = [p for text in env_paths for p in text.split(os.pathsep)]
             settings.check_strategy_module(str(strategy), [cwd, *paths])
+        # the replicas run the snapshot's copy: look there (a rerun from another directory)
+        code = os.path.join(snap.source, snap.cwd_rel) if snap is not None else cwd
         for role in app.roles:
-            check_program(role, cwd)
+            check_program(role, code)
         gpu_slices = self._gpu_slices(app, cfg)
         port = str(reserve_port())  # parked: no other job takes it before rank 0 binds it
         replicas = []
@@ -204,6 +232,8 @@ class LocalScheduler(Scheduler):
                     store.store_root(self.environ) / "apps" / app_id / "heartbeat" / "rank{rank}"
                 )
                 env.setdefault("TORCHELASTIC_ERROR_FILE", str(replica_dir / "error.json"))
+                if cfg.get("hang_timeout") and role.node_agent:  # hangs name the collective
+                    env.setdefault(settings.FLIGHT_RECORDER, "1")
                 env[settings.HANDLE] = make_app_handle(BACKEND, self.session_name, app_id)
                 slice_ = gpu_slices.get((role.name, i))
                 if slice_ is not None:
@@ -237,12 +267,10 @@ class LocalScheduler(Scheduler):
         }
         if snap is not None:
             request["snapshot"] = {**snap.to_dict(), "path": snap_dir, "file_list": snap.files}
-        sweep = dict(app.metadata.get("trainlaunch") or {})
-        if sweep.get("sweep") and sweep.get("max_parallel"):  # docs/sweeps.md
-            slots_dir = (
-                store.store_root(self.environ) / "sweeps" / check_sweep_id(sweep["sweep"]) / "slots"
-            )
-            request["slots"] = local_slots.slot_spec(slots_dir, int(sweep["max_parallel"]))
+        group = SlotGroup.of(app)
+        if group is not None:  # at most group.size of its apps run at once (slots.py)
+            slots_dir = store.store_root(self.environ) / "slots" / group.name
+            request["slots"] = local_slots.slot_spec(slots_dir, group.size)
         return AppDryRunInfo(
             request=request,
             fmt=format_request,
@@ -254,6 +282,21 @@ class LocalScheduler(Scheduler):
             drawn={"app_id": app_id, "port": port},
         )
 
+    def _snapshot_plan(self, option: CfgVal | None, cwd: str) -> Any:
+        """snapshot.from_option, shared by the dry runs of one batch (a sweep's points): a git
+        tree's file list costs four git commands, 10,000 points 100 s. The list is planned
+        again once SNAPSHOT_PLAN_REUSE_S pass without a dry run; the files are copied at
+        submission, each time."""
+        from trainlaunch.schedulers import snapshot
+
+        key = (str(option), cwd)
+        now = time.monotonic()
+        last = self._snap_plans.get(key)
+        if last is None or now - last[0] > SNAPSHOT_PLAN_REUSE_S:
+            last = (now, snapshot.from_option(option, cwd, [store.store_root(self.environ)]))
+        self._snap_plans = {key: (now, last[1])}
+        return last[1]
+
     def _gpu_slices(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[tuple[str, int], str]:
         wanted = [
             (r.name, i, r.resource.gpu)
@@ -263,7 +306,7 @@ class LocalScheduler(Scheduler):
         ]
         if not wanted or cfg.get("auto_set_cuda_visible_devices") is False:
             return {}
-        from trainlaunch.devices import visible_gpus  # runs nvidia-smi: submission only
+        from trainlaunch.node.devices import visible_gpus  # runs nvidia-smi: submission only
 
         count = cfg.get("gpu_count")
         gpus = visible_gpus(self.environ, None if count is None else int(count))  # type: ignore[arg-type]
@@ -283,66 +326,146 @@ class LocalScheduler(Scheduler):
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Write the request and start the detached supervisor; return at once."""
-        from trainlaunch import snapshot  # submission only: status/list/logs skip it
+        from trainlaunch.schedulers import snapshot  # submission only: status/list/logs skip it
 
         request = dict(dryrun_info.request)
         app_id = request["app_id"]
+        spec = request.get("slots")
+        if spec:  # its place in the group's queue (queue.py)
+            spec = request["slots"] = {**spec, "entry": local_queue.new_entry(app_id)}
         path = store.create_app_dir(app_id, self.environ)
-        try:  # until the supervisor runs, a failure leaves nothing behind
+        try:  # until the supervisor runs (or the app is queued), a failure leaves nothing behind
             request["created"] = time.time()
             if request.get("snapshot"):
                 snap = dict(request["snapshot"])
                 files = tuple(snap.pop("file_list", ()))
-                snapshot.take(snapshot.SnapshotPlan.from_dict(snap, files), Path(snap["path"]))
+                snapshot.take(  # shared by content: a sweep's points hold one copy
+                    snapshot.SnapshotPlan.from_dict(snap, files),
+                    Path(snap["path"]),
+                    store.store_root(self.environ) / "snapshots",
+                    int(request["cfg"].get("snapshot_store_mib") or snapshot.STORE_LIMIT_MIB),
+                )
                 request["snapshot"] = snap
             store.write_json(path / "app.json", request)
             store.reserve(path, store.reserve_bytes(len(request["replicas"])))
-            proc = _start_supervisor(path, request["cwd"])
+            if spec:
+                if local_queue.is_closed(spec):  # a stopped group starts nothing more
+                    local_queue.write_never_started(path, "CANCELLED", local_queue.GROUP_STOPPED)
+                    return app_id
+                local_queue.enqueue(spec, spec["entry"])
         except BaseException:
             store.remove_app_dir(path)
             raise
-        store.write_json(
-            path / "supervisor.json",
-            {"pid": proc.pid, "ticks": store.start_ticks(proc.pid), "boot_id": store.boot_id()},
-        )
-        proc.returncode = 0  # detached on purpose: never waited for by this process
+        if spec:  # queued: it starts now if a slot is free (the oldest in line first)
+            local_queue.kick(spec)
+            return app_id
+        try:
+            proc = start_supervisor(path, request["cwd"])
+        except BaseException:
+            store.remove_app_dir(path)
+            raise
+        record_supervisor(path, proc)
         return app_id
 
     # -- queries -----------------------------------------------------------------------------
 
     def _dir(self, app_id: str) -> Path:
-        path = store.app_dir(check_app_id(app_id), self.environ)
+        if self._apps is None:  # checked once (private, ours): it does not move
+            self._apps = store.existing_apps_dir(self.environ)
+        base = self._apps or store.store_root(self.environ) / "apps"
+        path = base / check_app_id(app_id)
         if not (path / "app.json").exists():
             raise AppNotFound(
                 f"no local app {app_id!r} in {path.parent}",
-                hint="`trainlaunch list` shows the known apps",
+                hint=f"`trainlaunch list` shows this store's apps; an app started with another "
+                f"{settings.HOME} is in that store: set {settings.HOME} as it was then",
             )
         return path
 
     def describe(self, app_id: str) -> DescribeAppResponse:
         """Read the records and derive the truthful state."""
         path = self._dir(app_id)
-        request = read_request(path)
-        status = local_hangs.with_stall(path, request, local_state.derive_status(path, request))
+        request = self._request(path)
+        status = local_state.derive_status(path, request)
+        if self._kick(request, status):  # its turn may have come: read it again
+            status = local_state.derive_status(path, request)
+        if request.get("slots") and status.state == AppState.PENDING:
+            return self._submitted(app_id, path, request, status)  # nothing of it ran yet
+        status = local_hangs.with_stall(path, request, status)
+        agents = [
+            str(path / r["log_dir"]) for r in request.get("replicas") or [] if r.get("node_agent")
+        ]
+        asked = agents and (request.get("cfg") or {}).get("preflight")
+        return dataclasses.replace(
+            self._submitted(app_id, path, request, status),
+            **hang_fields(local_hangs.hang_metadata(path, request, status)),
+            preflight=preflight_record(agents[:1]) if asked else None,  # docs/preflight.md
+            waiting=waiting_record(agents) if status.state == AppState.RUNNING else None,
+            failure=local_state.app_failure(path, status),
+        )
+
+    def _kick(self, request: Mapping[str, Any], status: Any) -> bool:
+        """A queued app's group gets its free slots used (queue.py, at most once a second);
+        True if that ran now."""
+        spec = request.get("slots")
+        if not spec or status.state != AppState.PENDING or "entry" not in spec:
+            return False
+        return local_queue.kick_cached(spec)
+
+    def _submitted(
+        self, app_id: str, path: Path, request: Mapping[str, Any], status: Any
+    ) -> DescribeAppResponse:
+        """What was submitted, with its status: the whole description of an app waiting for a
+        slot (no process checks, hangs or failures to read: `status SWEEP` of 10,000 queued
+        points), and the part of every other app's that its records hold."""
         app = None
         with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError, StoreError):
             app = AppDef.from_dict(request["app"])
-        meta = {
-            **local_hangs.hang_metadata(path, request, status),
-            "app_dir": str(path),
-            "log_dir": str(path / "logs"),
-            "created": request.get("created"),
-            "cwd": request.get("cwd"),
-            "settings": (request["app"].get("metadata") or {}).get("trainlaunch") or {},
-            "snapshot": request.get("snapshot"),
-        }
         return DescribeAppResponse(
-            app_id=app_id, status=status, app=app, cfg=request.get("cfg") or {}, metadata=meta
+            app_id=app_id,
+            status=status,
+            app=app,
+            cfg=request.get("cfg") or {},
+            metadata={"app_dir": str(path)},
+            log_dir=str(path / "logs"),
+            created=request.get("created"),
+            cwd=request.get("cwd"),
+            settings=(request["app"].get("metadata") or {}).get("trainlaunch") or {},
+            snapshot=request.get("snapshot"),
         )
+
+    def describe_queued(self, app_ids: Sequence[str]) -> dict[str, DescribeAppResponse]:
+        """The apps of app_ids that wait in a slot group's queue, from one listing per group
+        (no record read: `status SWEEP` of 10,000 queued points); the others are left out."""
+        found = local_queue.in_line(store.store_root(self.environ) / "slots", set(app_ids))
+        out = {}
+        for app_id, (group, place, held, count, closed) in found.items():
+            if closed:
+                status = AppStatus(AppState.CANCELLED, msg=local_queue.GROUP_STOPPED)
+            else:
+                msg = local_queue.waiting_msg(group, place, held, count)
+                status = AppStatus(AppState.PENDING, msg=msg)
+            path = store.store_root(self.environ) / "apps" / app_id
+            out[app_id] = DescribeAppResponse(
+                app_id=app_id, status=status, metadata={"app_dir": str(path)}
+            )
+        return out
+
+    def _request(self, path: Path) -> dict[str, Any]:
+        """read_request, the last one kept: an app.json never changes once written, and the
+        runner reads the session of an app right before describing it."""
+        if self._last_request[0] != str(path):
+            self._last_request = (str(path), read_request(path))
+        return self._last_request[1]
+
+    def close_slot_group(self, name: str) -> None:
+        """None of the group's queued apps starts any more: they read as CANCELLED."""
+        check_name(name, "slot group")  # a path below the store, never outside it
+        local_queue.close(store.store_root(self.environ) / "slots" / name)
 
     def session_of(self, app_id: str) -> str | None:
         """The session recorded in app.json (AppNotFound if there is no such app)."""
-        session = read_request(self._dir(app_id)).get("session")
+        session = self._request(self._dir(app_id)).get("session")
         return session if isinstance(session, str) and session else None
 
     def list(self) -> list[ListAppResponse]:
@@ -373,6 +496,8 @@ class LocalScheduler(Scheduler):
                 if isinstance(request.get("session"), str) and request["session"]:
                     handle = make_app_handle(BACKEND, request["session"], entry.name)
                 status = local_state.derive_status(path, request)
+                if self._kick(request, status):
+                    status = local_state.derive_status(path, request)
                 created = request.get("created")
                 if isinstance(created, bool) or not isinstance(created, (int, float)):
                     created = None
@@ -407,11 +532,19 @@ class LocalScheduler(Scheduler):
         rows.sort(key=lambda r: (r.created or 0, r.app_id), reverse=True)
         return rows
 
-    def cancel(self, app_id: str) -> None:
-        """Stop the app; clean up its processes ourselves if the supervisor is gone."""
+    def cancel(self, app_id: str, interrupt: bool = False) -> None:
+        """Stop the app; clean up its processes ourselves if the supervisor is gone.
+        interrupt: Ctrl-C's stop, the replicas' SIGINT first (local/state.py: cancel)."""
         path = self._dir(app_id)
         request = read_request(path)
-        local_state.cancel(path, request)
+        local_state.cancel(path, request, interrupt)
+        if request.get("slots") and "entry" in request["slots"]:  # its slot goes to the next
+            local_queue.kick(request["slots"])
+
+    def interrupt(self, app_id: str) -> None:
+        """Stop the app as Ctrl-C stops torchrun: the supervisor passes SIGINT on to every
+        replica, then SIGTERM after the grace period, then SIGKILL (supervisor.py)."""
+        self.cancel(app_id, interrupt=True)
 
     def stacks(self, app_id: str, native: bool = False) -> builtins.list[RankStack]:
         """py-spy dumps of every rank, taken together (see local/hangs.py)."""
@@ -470,29 +603,6 @@ class LocalScheduler(Scheduler):
         yield from follow_lines(files, regex, finished, [s for s, _ in spans])
 
 
-def _start_supervisor(path: Path, cwd: str) -> subprocess.Popen[bytes]:
-    """Start the detached supervisor of the app in path (its output goes to supervisor.log)."""
-    import subprocess  # submission only: status/list/logs skip it
-
-    try:
-        fd = os.open(path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    except OSError as e:
-        raise StoreError(f"cannot write {path / 'supervisor.log'}: {e.strerror or e}") from None
-    with os.fdopen(fd, "ab") as log:
-        try:
-            return subprocess.Popen(
-                [sys.executable, "-m", "trainlaunch.schedulers.local.supervisor", str(path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-                close_fds=True,
-                cwd=cwd if os.path.isdir(cwd) else None,
-            )
-        except OSError as e:
-            raise SchedulerError(f"cannot start the supervisor: {e}") from None
-
-
 def read_request(path: Path) -> dict[str, Any]:
     """The app's app.json, checked for the shape every reader relies on (StoreError if not)."""
     request = store.read_json(path / "app.json")
@@ -525,7 +635,7 @@ def format_request(request: Mapping[str, Any]) -> str:
     """The exact processes the supervisor will start, one block per replica."""
     import shlex
 
-    from trainlaunch import snapshot  # submission only: status/list/logs skip it
+    from trainlaunch.schedulers import snapshot  # submission only: status/list/logs skip it
 
     lines = [f"# local app {request['app_id']} ({request['handle']})", f"# cwd: {request['cwd']}"]
     if request.get("snapshot"):

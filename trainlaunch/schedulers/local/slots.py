@@ -1,10 +1,12 @@
-"""A file-lock semaphore: at most N apps of a sweep run at once on the local backend.
+"""A file-lock semaphore: at most N apps of a slot group run at once on the local backend.
 
-Every point of a sweep is submitted at once; its supervisor takes one of N slot files
-(``slot<i>.lock`` in the sweep's directory) with a non-blocking ``flock`` before it starts any
-replica, and holds it until it exits. The kernel drops the lock when the supervisor exits,
-however it ends (kill -9 included), so a slot can never leak and no queue owner can die. Order
-is first come, first served among the waiting supervisors (roughly submission order).
+An app of a group (specs.SlotGroup: a sweep's points under ``--max-parallel``) runs only while
+its supervisor holds one of N slot files (``slot<i>.lock`` in the group's directory,
+``$TRAINLAUNCH_HOME/slots/<group>``) locked with ``flock``. The lock is taken by whoever starts
+the supervisor (the submitting CLI, a supervisor handing its slot on, any command that finds a
+free slot: queue.py) and passed to it as an inherited fd: a flock belongs to the open file
+description, so the child holds it from its first instruction. The kernel drops the lock when
+the last holder exits, however it ends (kill -9 included), so a slot can never leak.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-POLL_S = 0.25  # how often a waiting supervisor retries (a stop request wakes it at once)
 
 
 def slot_spec(slots_dir: Path, count: int) -> dict[str, Any]:
@@ -46,8 +46,12 @@ def busy(spec: Mapping[str, Any]) -> int:
 
 def try_one(path: Path) -> int | None:
     """Lock one slot file, or None if someone holds it."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:  # the group's first slot: slots/<group>/, both private (0700)
+        for folder in (path.parent.parent, path.parent):
+            folder.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -56,4 +60,4 @@ def try_one(path: Path) -> int | None:
     return fd
 
 
-__all__ = ["POLL_S", "busy", "slot_spec", "try_acquire", "try_one"]
+__all__ = ["busy", "slot_spec", "try_acquire", "try_one"]

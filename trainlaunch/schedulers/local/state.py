@@ -8,17 +8,20 @@ own: it checks that the recorded supervisor is still the same live process (pid 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from trainlaunch import settings, store
-from trainlaunch.errors import StoreError, UsageError
-from trainlaunch.procs import killpg
+from trainlaunch import store
+from trainlaunch.diagnosis.values import Diagnosis
+from trainlaunch.errors import SchedulerError, StoreError, UsageError
+from trainlaunch.node import appgroup, processes
+from trainlaunch.schedulers.local import queue
 from trainlaunch.specs import AppState, AppStatus, Attempt, ReplicaStatus, RoleStatus
 
 NEVER_STARTED_AFTER_S = 30.0  # a supervisor that has not shown up by then never will
@@ -70,6 +73,17 @@ def status_from_record(request: Mapping[str, Any], state: Mapping[str, Any] | No
     )
 
 
+def app_failure(path: Path, status: AppStatus) -> Diagnosis | None:
+    """Why the app failed or was stopped, as its supervisor recorded it (docs/failures.md)."""
+    if status.state not in (AppState.FAILED, AppState.CANCELLED):
+        return None
+    try:
+        record = store.read_json_or_none(path / "state.json")
+    except (StoreError, OSError):
+        return None
+    return Diagnosis.from_dict((record or {}).get("failure")) if isinstance(record, dict) else None
+
+
 def _attempts(value: Any) -> tuple[Attempt, ...]:
     """The attempt history of a record (a damaged one reads as none)."""
     items = value if isinstance(value, list) else []
@@ -109,33 +123,18 @@ def live_replica_pids(state: Mapping[str, Any] | None, boot: str | None) -> list
         if (
             r.get("pid")
             and not _state(r).is_terminal
-            and store.same_process_alive(r["pid"], r.get("ticks"), boot)
+            and processes.same_process_alive(r["pid"], r.get("ticks"), boot)
         ):
             out.append(int(r["pid"]))
     return out
 
 
-def processes_of_app(app_id: str) -> list[int]:
-    """Live processes whose environment says they belong to app_id (this user's only).
-
-    Every replica (and whatever it starts) inherits TRAINLAUNCH_APP_ID, so this finds the
-    app's processes even when the supervisor died before it could record their pids.
-    """
-    needle = f"{settings.APP_ID}={app_id}".encode()
-    me, uid, found = os.getpid(), os.getuid(), []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            if entry.stat().st_uid != uid:
-                continue
-            with open(f"/proc/{entry.name}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if needle in env and store.start_ticks(int(entry.name)) is not None:
-            found.append(int(entry.name))
-    return found
+def processes_of_app(app_id: str, state: Mapping[str, Any] | None) -> list[int]:
+    """Live processes of the app (this user's), by the rule its supervisor used: the members
+    of its cgroup, else those whose environment carries its TRAINLAUNCH_APP_ID (node/
+    appgroup.py). Found even when the supervisor died before it recorded their pids."""
+    cgroup = (state or {}).get("cgroup")
+    return appgroup.stray(app_id, cgroup if isinstance(cgroup, str) else None)[0]
 
 
 def derive_status(path: Path, request: Mapping[str, Any]) -> AppStatus:
@@ -151,25 +150,34 @@ def _derive_status(path: Path, request: Mapping[str, Any]) -> AppStatus:
     state = store.read_json_or_none(path / "state.json")
     if state and _state(state).is_terminal:
         return status_from_record(request, state)
+    if state is None and request.get("slots"):  # in its group's queue: no process (queue.py)
+        waiting = queue.queued_record(path, request)
+        if waiting is not None:
+            return status_from_record(request, waiting)
+        state = store.read_json_or_none(path / "state.json")  # it started or ended meanwhile
+        if state and _state(state).is_terminal:
+            return status_from_record(request, state)
     sup = supervisor_record(path, state)
-    if sup and store.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id")):
+    if sup and processes.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id")):
         return status_from_record(request, state)
     # the supervisor is gone: it may have just written its final record, so read once more
     state = store.read_json_or_none(path / "state.json")
     if state and _state(state).is_terminal:
         return status_from_record(request, state)
     if sup is None:
-        age = time.time() - float(request.get("created") or 0)
+        # a queued app's supervisor starts when it is handed a slot: count from then
+        since = (state or {}).get("started") or request.get("created") or 0
+        age = time.time() - float(since)
         if age < NEVER_STARTED_AFTER_S:
             return status_from_record(request, state)
         return _orphaned(
             request, state, "the supervisor never started (see supervisor.log)", AppState.FAILED
         )
-    rebooted = bool(sup.get("boot_id")) and sup.get("boot_id") != store.boot_id()
+    rebooted = bool(sup.get("boot_id")) and sup.get("boot_id") != processes.boot_id()
     live = (
         []
         if rebooted
-        else (live_replica_pids(state, sup.get("boot_id")) or processes_of_app(path.name))
+        else (live_replica_pids(state, sup.get("boot_id")) or processes_of_app(path.name, state))
     )
     who = f"supervisor (pid {sup.get('pid')})"
     if rebooted:
@@ -200,6 +208,9 @@ def _ended_without_supervisor(
     """
     full = _store_full(path)
     outcomes = replica_outcomes(path, request, state)
+    if outcomes is None and not _any_started(path, request, state):  # issue 23 #16
+        msg = f"{who} died before it started any replica ({full or 'killed?'}); nothing ran"
+        return _orphaned(request, state, msg, AppState.FAILED, ended=True)
     if outcomes is None:
         why = "its replicas' exit codes were not recorded"
         msg = f"{who} died before the app finished ({full or 'killed?'}); {why}"
@@ -221,6 +232,13 @@ def _ended_without_supervisor(
         f"{result} per the replicas' own records",
     }
     return status_from_record(request, record)
+
+
+def _any_started(path: Path, request: Mapping[str, Any], state: Mapping[str, Any] | None) -> bool:
+    """Whether a replica of the app was ever started (a recorded start, pid or agent record)."""
+    if any(r.get("started") or r.get("pid") for r in (state or {}).get("replicas", [])):
+        return True
+    return any((path / r["log_dir"]).exists() for r in request.get("replicas", []))
 
 
 def replica_outcomes(
@@ -271,40 +289,18 @@ def _orphaned(
     ended: bool = False,
 ) -> AppStatus:
     base = status_from_record(request, state)
+    # replace(), not a copy field by field: a field added to the values later is kept
     roles = tuple(
-        RoleStatus(
-            rs.role,
-            tuple(
-                r
-                if r.state.is_terminal
-                else ReplicaStatus(
-                    id=r.id,
-                    state=AppState.UNKNOWN,
-                    role=r.role,
-                    hostname=r.hostname,
-                    exit_code=r.exit_code,
-                    signal=r.signal,
-                    restarts=r.restarts,
-                    message=r.message,
-                    pid=r.pid,
-                )
+        dataclasses.replace(
+            rs,
+            replicas=tuple(
+                r if r.state.is_terminal else dataclasses.replace(r, state=AppState.UNKNOWN)
                 for r in rs.replicas
             ),
         )
         for rs in base.roles
     )
-    return AppStatus(
-        state=app_state,
-        num_restarts=base.num_restarts,
-        msg=msg,
-        structured_error_msg=base.structured_error_msg,
-        ui_url=base.ui_url,
-        roles=roles,
-        exit_code=base.exit_code,
-        num_requeues=base.num_requeues,
-        attempts=base.attempts,
-        ended=ended,
-    )
+    return dataclasses.replace(base, state=app_state, msg=msg, roles=roles, ended=ended)
 
 
 def _lock(path: Path) -> int:
@@ -316,40 +312,51 @@ def _lock(path: Path) -> int:
     return fd
 
 
-def cancel(path: Path, request: Mapping[str, Any]) -> None:
-    """Stop the app and return once it is terminal and none of its processes is left."""
+def cancel(path: Path, request: Mapping[str, Any], interrupt: bool = False) -> None:
+    """Stop the app and return once it is terminal and none of its processes is left.
+
+    interrupt (Ctrl-C): the supervisor gets SIGINT instead of SIGTERM and passes it on to the
+    replicas first, their SIGTERM coming after the grace period (supervisor.py: terminate);
+    it gets that much longer before it is SIGKILLed."""
     fd = _lock(path)  # two concurrent stops: the second finds the app already terminal
     try:
         status = derive_status(path, request)
-        if status.is_terminal:
+        if status.is_terminal or _cancel_queued(path, request):
             return
         grace = float(request.get("grace_period") or 10.0)
         state = store.read_json_or_none(path / "state.json")
         sup = supervisor_record(path, state)
-        if sup and store.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id")):
-            _signal(int(sup["pid"]), signal.SIGTERM)
-            deadline = time.monotonic() + grace + STOP_EXTRA_S
-            while time.monotonic() < deadline:
-                st = store.read_json_or_none(path / "state.json")
-                if st and _state(st).is_terminal:
-                    return
-                if not store.same_process_alive(
+        if sup and processes.same_process_alive(
+            sup.get("pid"), sup.get("ticks"), sup.get("boot_id")
+        ):
+
+            def stopping(_pid: int) -> bool:  # until the supervisor has exited: one that
+                # recorded the end still hands its slot on, and stop promises no process is left
+                return processes.same_process_alive(
                     sup.get("pid"), sup.get("ticks"), sup.get("boot_id")
-                ):
-                    if _state(store.read_json_or_none(path / "state.json")).is_terminal:
-                        return  # it recorded the end just as it exited
-                    break  # it died without recording the end (disk full?): take over below
-                time.sleep(0.02)
-            if store.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id")):
-                _signal(int(sup["pid"]), signal.SIGKILL)  # wedged supervisor: take over below
-        kill_replicas(path, store.read_json_or_none(path / "state.json"), grace)
+                )
+
+            # a wedged supervisor is SIGKILLed; one that died without recording the end (a full
+            # disk?) is taken over below
+            term = processes.interrupt_term_wait(grace) if interrupt else 0.0
+            processes.stop_with_grace(
+                [int(sup["pid"])],
+                grace + term + STOP_EXTRA_S,
+                sig=signal.SIGINT if interrupt else signal.SIGTERM,
+                send=_signal,
+                alive=stopping,
+            )
+            if _state(store.read_json_or_none(path / "state.json")).is_terminal:
+                return  # it recorded the end and exited
+        strays = kill_replicas(path, store.read_json_or_none(path / "state.json"), grace)
         state = store.read_json_or_none(path / "state.json") or {}
         now = time.time()
+        msg = "stopped by `trainlaunch stop` after the supervisor had died"
         state = {
             **state,
             "state": "CANCELLED",
             "ended": now,
-            "msg": "stopped by `trainlaunch stop` after the supervisor had died",
+            "msg": f"{msg}; {strays}" if strays else msg,
             "replicas": [
                 {**r, "state": r.get("state") if _state(r).is_terminal else "CANCELLED"}
                 for r in state.get("replicas", [])
@@ -359,6 +366,32 @@ def cancel(path: Path, request: Mapping[str, Any]) -> None:
         store.release_reserve(path)
     finally:
         os.close(fd)
+
+
+def _cancel_queued(path: Path, request: Mapping[str, Any]) -> bool:
+    """Stop an app that has no supervisor yet; True if it ended here (CANCELLED, no process).
+
+    One still in line is taken out of it. One being handed a slot right now gets a stop
+    request its supervisor reads before it starts a replica; this waits until that
+    supervisor is recorded (or the app ended), and the caller stops it as any other.
+    """
+    spec = request.get("slots") or {}
+    entry = spec.get("entry")
+    if not isinstance(entry, str) or (path / "supervisor.json").exists():
+        return False
+    if queue.claim(spec, entry):
+        try:
+            queue.write_never_started(path, "CANCELLED", "stopped before it started")
+        finally:
+            queue.unclaim(spec, entry)
+        return True
+    (path / queue.STOP_REQUEST).touch(mode=0o600)
+    deadline = time.monotonic() + queue.CLAIM_TIMEOUT_S
+    while time.monotonic() < deadline and not (path / "supervisor.json").exists():
+        if _state(store.read_json_or_none(path / "state.json")).is_terminal:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def requeue(path: Path, request: Mapping[str, Any]) -> None:
@@ -374,7 +407,8 @@ def requeue(path: Path, request: Mapping[str, Any]) -> None:
         state = store.read_json_or_none(path / "state.json")
         sup = supervisor_record(path, state)
         if not (
-            sup and store.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id"))
+            sup
+            and processes.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id"))
         ):
             raise UsageError(f"app {path.name} has no live supervisor to requeue it")
         before = len((state or {}).get("attempts") or [])
@@ -385,52 +419,79 @@ def requeue(path: Path, request: Mapping[str, Any]) -> None:
             st = store.read_json_or_none(path / "state.json") or {}
             if len(st.get("attempts") or []) > before or _state(st).is_terminal:
                 return
+            if not processes.same_process_alive(
+                sup.get("pid"), sup.get("ticks"), sup.get("boot_id")
+            ):
+                break  # it died during the requeue: read once more below, then say so
             time.sleep(0.05)
+        st = store.read_json_or_none(path / "state.json") or {}
+        if len(st.get("attempts") or []) > before or _state(st).is_terminal:
+            return
+        _requeue_failed(path, request, sup, grace)
     finally:
         os.close(fd)
+
+
+def _requeue_failed(
+    path: Path, request: Mapping[str, Any], sup: Mapping[str, Any], grace: float
+) -> NoReturn:
+    """The app neither started again nor ended: a SchedulerError saying what it is now (it
+    was exit 0 printing UNKNOWN when the supervisor died during the requeue, issue 23 #25)."""
+    who = f"supervisor (pid {sup.get('pid')})"
+    if processes.same_process_alive(sup.get("pid"), sup.get("ticks"), sup.get("boot_id")):
+        raise SchedulerError(
+            f"app {path.name} was not requeued: its {who} did not start it again within "
+            f"{grace + STOP_EXTRA_S:g}s",
+            hint=f"see `trainlaunch status {request.get('handle') or path.name}` and "
+            f"{path / 'supervisor.log'}",
+        )
+    status = derive_status(path, request)
+    raise SchedulerError(
+        f"app {path.name} was not requeued: its {who} died during the requeue; "
+        f"the app is {status.state.name}" + (f" ({status.msg})" if status.msg else ""),
+        hint=f"`trainlaunch stop {request.get('handle') or path.name}` stops what is left; "
+        f"`trainlaunch rerun` runs it again",
+    )
 
 
 def app_process_groups(path: Path, state: Mapping[str, Any] | None) -> list[int]:
     """Process groups of the replicas and of node-agent workers (agent.json), still alive."""
     groups: list[int] = []
     for r in (state or {}).get("replicas", []):
-        if r.get("pid") and store.same_process_alive(r["pid"], r.get("ticks")):
+        if r.get("pid") and processes.same_process_alive(r["pid"], r.get("ticks")):
             groups.append(int(r.get("pgid") or r["pid"]))
+    return groups + worker_groups(path, live=True)
+
+
+def worker_groups(path: Path, live: bool) -> list[int]:
+    """Process groups of the app's node-agent workers (each leads its own), as its agents
+    recorded them (agent.json); live: only those still running."""
+    groups: list[int] = []
     for agent in path.glob("logs/*/*/agent.json"):
         rec = store.read_json_or_none(agent) or {}
         for w in rec.get("workers", []):
             pid = w.get("pid") if isinstance(w, Mapping) else None
-            if pid and store.same_process_alive(pid, w.get("ticks")):
+            if pid and (not live or processes.same_process_alive(pid, w.get("ticks"))):
                 groups.append(int(w.get("pgid") or pid))
     return groups
 
 
-def kill_replicas(path: Path, state: Mapping[str, Any] | None, grace: float) -> None:
-    """SIGTERM every process group of the app, wait up to grace, then SIGKILL the rest."""
+def kill_replicas(path: Path, state: Mapping[str, Any] | None, grace: float) -> str:
+    """SIGTERM every process group of the app, and every process of it that left them (its
+    cgroup, else its environment: node/appgroup.py), wait up to grace, then SIGKILL the rest;
+    what it says of those that had left ('' if none)."""
     groups = app_process_groups(path, state)
-    for pid in processes_of_app(path.name):  # also what the records missed
+    cgroup = (state or {}).get("cgroup")
+    cgroup = cgroup if isinstance(cgroup, str) else None
+    pids, how = appgroup.stray(path.name, cgroup)
+    strays = appgroup.left_groups(pids, groups)
+    for pid in pids:  # also what the records missed
         with contextlib.suppress(OSError):
             groups.append(os.getpgid(pid))
-    groups = sorted(set(groups) - {os.getpgrp()})
-    for g in groups:
-        killpg(g, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while groups and time.monotonic() < deadline:
-        groups = [g for g in groups if _group_alive(g)]
-        if groups:
-            time.sleep(0.02)
-    for g in groups:
-        killpg(g, signal.SIGKILL)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    processes.stop_with_grace(sorted(set(groups) - {os.getpgrp()}), grace)
+    appgroup.stop_strays(appgroup.stray(path.name, cgroup)[0], 0)  # none may be left
+    appgroup.remove(cgroup)
+    return appgroup.said(strays, how) if strays else ""
 
 
 def _signal(pid: int, sig: int) -> None:

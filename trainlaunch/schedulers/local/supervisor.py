@@ -3,13 +3,16 @@
 Started as ``python -m trainlaunch.schedulers.local.supervisor <app_dir>`` in its own session, it
 starts every replica as its own process group, reads its stdout and stderr pipes into
 ``stdout.log``, ``stderr.log`` and ``combined.log`` (both streams in arrival order, see
-interleave.py), reaps them, applies the retry policy, and records every transition
+node/interleave.py), reaps them, applies the retry policy, and records every transition
 atomically in ``state.json``. Like torchrun's agent, it is the replicas' reader: a replica
 that writes after this process was SIGKILLed gets EPIPE (the app is then reported as lost).
-SIGTERM/SIGINT stop the app: SIGTERM to every group,
-the grace period, then SIGKILL. SIGUSR1 (``stop --requeue``) does the same and then starts
-the app again, a *requeue*, as does a replica that exits with the requeue code (75); requeues
-count up to ``max_requeues``, apart from failures. Every run of the whole app is an attempt
+SIGTERM stops the app: SIGTERM to every group, the grace period, then SIGKILL. SIGINT
+(Ctrl-C on the command that waits for it) stops it as torchrun passes Ctrl-C on: SIGINT to
+every group (the ranks' ``except KeyboardInterrupt`` runs), the grace period, SIGTERM (a node
+agent: a second SIGINT, its own "on to SIGTERM"), a few seconds, then SIGKILL. SIGUSR1
+(``stop --requeue``) stops it as SIGTERM does and then starts the app again, a *requeue*, as
+does a replica that exits with the requeue code (75); requeues count up to ``max_requeues``,
+apart from failures. Every run of the whole app is an attempt
 in ``state.json`` (reason, start, end). Signals are handled synchronously through a wakeup pipe.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import selectors
 import signal
@@ -29,11 +33,26 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch import settings, store
+from trainlaunch.diagnosis import values as diagnoses
+from trainlaunch.diagnosis.app import NodeOutcome, explain_app
 from trainlaunch.errors import StoreError
-from trainlaunch.interleave import Combined, Pump, open_logs, write_all
-from trainlaunch.procs import keep_files_private, killpg
-from trainlaunch.schedulers.local import slots
-from trainlaunch.schedulers.local.watchdog import Watchdog
+from trainlaunch.node import appgroup, processes
+from trainlaunch.node.agent_record import read_agent_state
+from trainlaunch.node.exits import shell_code, signal_name
+from trainlaunch.node.interleave import (
+    COMBINED_FILE,
+    STREAM_FILES,
+    Combined,
+    Pump,
+    open_logs,
+    write_all,
+)
+from trainlaunch.node.processes import keep_files_private, killpg
+from trainlaunch.node.witness import Witness, stopped_node_failure
+from trainlaunch.ranklist import rank_list
+from trainlaunch.schedulers.local import queue, slots
+from trainlaunch.schedulers.local.launch import SLOT_FD
+from trainlaunch.schedulers.local.watchdog import watchdog
 
 STDERR_TAIL_LINES = 20
 STORE_FULL = "the app store filled up (no space left on device)"
@@ -64,6 +83,20 @@ class Replica:
         self.last_sizes: tuple[int, ...] | None = None
         self.pumps: list[Pump] = []  # this run's stdout and stderr pipes, until drained
         self.combined: Combined | None = None
+        self.peak_rss: int | None = None  # bytes, from wait4 once reaped
+        self.failure: diagnoses.Diagnosis | None = None  # why it failed (docs/failures.md)
+        self.lost: dict[str, int] = {}  # bytes per log file a full disk cost earlier runs
+
+    def lost_bytes(self) -> dict[str, int]:
+        """Bytes of each log file that could not be written (a full disk), this run's too."""
+        out = dict(self.lost)
+        live = [(STREAM_FILES[p.stream - 1], p.lost) for p in self.pumps]
+        if self.combined is not None:
+            live.append((COMBINED_FILE, self.combined.lost))
+        for name, n in live:
+            if n:
+                out[name] = out.get(name, 0) + n
+        return out
 
     def sample_timeline(self) -> None:
         """Append (time, size of each log) to timeline.jsonl when the sizes changed.
@@ -106,6 +139,9 @@ class Replica:
             "ended": self.ended,
             "message": self.message,
             "hostname": socket.gethostname(),
+            "peak_rss": self.peak_rss,
+            "failure": self.failure.to_dict() if self.failure else None,
+            "lost": self.lost_bytes(),
         }
 
 
@@ -135,8 +171,17 @@ class Supervisor:
         self.started = time.time()
         self.ended: float | None = None
         self.stop_requested = False
-        self.watchdog = Watchdog(self)  # hang detection (hang_timeout/on_hang options)
+        self.stop_signal = signal.SIGTERM  # SIGINT: an interrupt (Ctrl-C), see terminate
+        self.slot_fd: int | None = None  # the slot lock of its group, held until it ends
+        self.watchdog = watchdog(self)  # hang detection (hang_timeout/on_hang options)
+        self.witness = Witness()  # the evidence of a failure: OOM kills, limits, ports
+        self.failure: diagnoses.Diagnosis | None = None  # why the app failed or was stopped
+        self.stopping: set[int] = set()  # pids this supervisor is stopping (not failures)
         self.store_problem = ""  # e.g. the disk filled up: said in the final record's msg
+        self.saved_lost = 0  # output bytes lost (full disk) as of the last record written
+        self.cgroup: str | None = None  # the app's cgroup, where this user may make one
+        self.strays = 0  # processes stopped that had left the app's process groups
+        self.strays_found_by = ""  # how: appgroup.CGROUP or appgroup.ENVIRONMENT
         self._wake_r, wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(wake_w, False)
@@ -160,8 +205,10 @@ class Supervisor:
         path = self.app_dir / "state.json"
         if final and _disk_full(self.app_dir):
             self.store_problem = STORE_FULL
+        lost = self.lost_total()
         try:
             store.write_json(path, self._record())
+            self.saved_lost = lost
         except StoreError as e:
             if e.errno != errno.ENOSPC:
                 raise
@@ -172,13 +219,26 @@ class Supervisor:
             if not store.release_reserve(self.app_dir):
                 raise
             store.write_json(path, self._record())  # into the space held back for it
+            self.saved_lost = lost
         if final:
             store.release_reserve(self.app_dir)
 
+    def lost_total(self) -> int:
+        """Output bytes a full disk cost the logs so far (every replica, every file)."""
+        return sum(sum(r.lost_bytes().values()) for r in self.replicas)
+
     def _record(self) -> dict[str, Any]:
         msg = self.msg
-        if self.store_problem and self.ended is not None:
+        lost = {r.key: r.lost_bytes() for r in self.replicas}
+        note = ""
+        if any(any(v.values()) for v in lost.values()):  # said while it runs, too
+            note = _loss_note({k: v for k, v in lost.items() if any(v.values())})
+        elif self.store_problem and self.ended is not None:
             note = f"{self.store_problem}: logs may be cut short"
+        if note:
+            msg = f"{msg}; {note}" if msg else note
+        if self.strays:
+            note = appgroup.said(self.strays, self.strays_found_by)
             msg = f"{msg}; {note}" if msg else note
         return {
             "version": store.RECORD_VERSION,
@@ -192,14 +252,17 @@ class Supervisor:
             "attempts": self.attempts,
             "exit_code": self.exit_code,
             "structured_error_msg": self.structured_error_msg,
+            "failure": self.failure.to_dict() if self.failure else None,
             "started": self.started,
             "ended": self.ended,
             "supervisor": {
                 "pid": os.getpid(),
-                "ticks": store.start_ticks(os.getpid()),
-                "boot_id": store.boot_id(),
+                "ticks": processes.start_ticks(os.getpid()),
+                "boot_id": processes.boot_id(),
             },
             "replicas": [r.record() for r in self.replicas],
+            "cgroup": self.cgroup,  # stop finds the app's processes there if this one dies
+            "strays": {"count": self.strays, "found_by": self.strays_found_by or None},
         }
 
     # -- processes ---------------------------------------------------------------------------
@@ -226,6 +289,7 @@ class Supervisor:
         rep.stderr_offset = os.fstat(err).st_size
         rep.sample_timeline()
         rep.exit_code, rep.signal, rep.message, rep.ended = None, None, "", None
+        rep.failure, rep.peak_rss = None, None
         rep.started = time.time()
         (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
         try:
@@ -259,7 +323,7 @@ class Supervisor:
         for pump in rep.pumps:
             self.sel.register(pump.fd, selectors.EVENT_READ, pump)
         proc.returncode = 0  # reaped by waitpid(-1) below, never by Popen
-        rep.pid, rep.ticks, rep.state = proc.pid, store.start_ticks(proc.pid), "RUNNING"
+        rep.pid, rep.ticks, rep.state = proc.pid, processes.start_ticks(proc.pid), "RUNNING"
         self.by_pid[proc.pid] = rep
 
     def drain(self, rep: Replica) -> None:
@@ -268,17 +332,17 @@ class Supervisor:
             with contextlib.suppress(KeyError, ValueError):
                 self.sel.unregister(pump.fd)
             pump.close()
-        rep.pumps = []
         if rep.combined is not None:
             rep.combined.close()
-            rep.combined = None
+        rep.lost = rep.lost_bytes()  # this run's losses, before its pipes are let go
+        rep.pumps, rep.combined = [], None
 
     def reap(self) -> list[Replica]:
         """Collect every exited child; return the replicas that ended."""
         ended = []
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
@@ -289,16 +353,15 @@ class Supervisor:
             killpg(pid, signal.SIGKILL)  # stragglers the replica left in its group
             self.drain(rep)  # its files are complete before anyone is told it ended
             rep.ended = time.time()
-            if os.WIFSIGNALED(status):
-                sig = os.WTERMSIG(status)
-                rep.signal = _signal_name(sig)
-                rep.exit_code = 128 + sig
-            else:
-                rep.exit_code = os.WEXITSTATUS(status)
+            code = os.waitstatus_to_exitcode(status)  # -N: killed by signal N
+            rep.signal, rep.exit_code = signal_name(code, returncode=True), shell_code(code)
+            rep.peak_rss = usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
             rep.state = "SUCCEEDED" if rep.exit_code == 0 else "FAILED"
             rep.sample_timeline()
             if rep.state == "FAILED":
-                rep.message = self.root_cause(rep)
+                rep.message = self.root_cause(rep)  # its agent's diagnosis, if it wrote one
+                if rep.failure is None and pid not in self.stopping:  # not one we stopped
+                    rep.failure = self.diagnose(rep, code)
             ended.append(rep)
         return ended
 
@@ -319,37 +382,65 @@ class Supervisor:
             if not data:
                 break
             seen.update(data)
-        if seen & set(_STOP_SIGNALS):
-            self.stop_requested = True
+        if seen & set(_STOP_SIGNALS) and not self.stop_requested:
+            self.stop_requested = True  # SIGTERM (`trainlaunch stop`) wins over a SIGINT with it
+            self.stop_signal = signal.SIGTERM if signal.SIGTERM in seen else signal.SIGINT
         if REQUEUE_SIGNAL in seen:
             self.requeue_requested = True
         return seen
 
-    def terminate(self, reps: list[Replica], final_state: str) -> None:
-        """SIGTERM the running replicas, wait for the grace period, then SIGKILL."""
+    def terminate(self, reps: list[Replica], final_state: str, sig: int = signal.SIGTERM) -> None:
+        """SIGTERM the running replicas, wait for the grace period, then SIGKILL (sig SIGINT:
+        an interrupt's SIGINT, grace period and SIGTERM come first: interrupt)."""
         running = [r for r in reps if r.pid in self.by_pid]
-        for r in running:
-            killpg(r.pid, signal.SIGTERM)  # type: ignore[arg-type]
-        deadline = time.monotonic() + self.grace
-        while any(r.pid in self.by_pid for r in running):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            self.reap()
-            if any(r.pid in self.by_pid for r in running):
-                self.wait_signals(min(left, 0.5))
-        for r in running:
-            if r.pid in self.by_pid:
-                killpg(r.pid, signal.SIGKILL)  # type: ignore[arg-type]
-        while any(r.pid in self.by_pid for r in running):
-            self.reap()
-            if any(r.pid in self.by_pid for r in running):
-                self.wait_signals(0.1)
+        self.stopping.update(r.pid for r in running if r.pid is not None)
+        pids = [r.pid for r in running if r.pid is not None]
+        grace = self.grace
+        if sig == signal.SIGINT:
+            pids, sig, grace = self.interrupt(running), signal.SIGKILL, 0.0
+        processes.stop_with_grace(
+            pids,
+            grace,
+            sig=sig,
+            alive=self.by_pid.__contains__,  # not reaped yet
+            wait=self._wait_reaping,
+            kill_wait=math.inf,  # a SIGKILLed child ends: the final record waits for it
+        )
         for r in running:
             r.state = final_state
         for r in reps:
             if r.state in ("PENDING", "RUNNING"):
                 r.state = final_state
+
+    def interrupt(self, running: list[Replica]) -> list[int]:
+        """Ctrl-C's stop, as torchrun passes it on: SIGINT to every replica, the grace period,
+        then SIGTERM to those still running, a few seconds more; the pids still running.
+        A node agent gets a second SIGINT instead of that SIGTERM (which it ignores while its
+        workers have their SIGINT): as Ctrl-C twice, it moves on to SIGTERM its workers."""
+        agents = {r.pid for r in running if r.plan.get("node_agent")}
+
+        def send(pid: int, sig: int) -> None:
+            killpg(pid, signal.SIGINT if sig == signal.SIGTERM and pid in agents else sig)
+
+        term = processes.interrupt_term_wait(self.grace)
+        left = processes.stop_with_grace(
+            [r.pid for r in running if r.pid is not None],
+            self.grace,
+            sig=signal.SIGINT,
+            send=send,
+            alive=self.by_pid.__contains__,
+            wait=self._wait_reaping,
+            kill_sig=signal.SIGTERM,
+            kill_wait=term,
+        )
+        if left:
+            _note(f"{len(left)} replica(s) still running {term:g}s after SIGTERM: SIGKILL")
+        return left
+
+    def _wait_reaping(self, seconds: float) -> None:
+        """Read the pipes until a signal (SIGCHLD) or seconds pass, then reap."""
+        self.wait_signals(min(seconds, 0.5))
+        self.reap()
 
     # -- policy ------------------------------------------------------------------------------
 
@@ -372,6 +463,7 @@ class Supervisor:
         if policy == "APPLICATION" and self.num_restarts < limit:
             self.num_restarts += 1
             self.terminate(self.replicas, "CANCELLED")
+            self.stop_strays()
             self.end_attempt("failed", rep.exit_code)
             self.restart_all()
             return True
@@ -381,6 +473,7 @@ class Supervisor:
 
     def begin_attempt(self) -> None:
         """Open the next attempt in the history."""
+        self.witness.attempt_started()
         self.attempts.append({"attempt": len(self.attempts), "start": time.time(), "end": None})
 
     def end_attempt(self, reason: str, exit_code: int | None = None) -> None:
@@ -396,9 +489,25 @@ class Supervisor:
             self.start(r)
         self.save()
 
+    def stop_strays(self) -> None:
+        """Stop what the app left running outside its process groups (a `setsid` daemon):
+        the members of its cgroup, else the processes that carry its TRAINLAUNCH_APP_ID."""
+        # here, not at the top: state imports specs (~6 ms), which no replica waits for
+        from trainlaunch.schedulers.local.state import worker_groups
+
+        pids, how = appgroup.stray(self.request["app_id"], self.cgroup)
+        groups = [r.pid for r in self.replicas if r.pid] + worker_groups(self.app_dir, False)
+        left = appgroup.left_groups(pids, groups)  # the rest were dying with their group
+        appgroup.stop_strays(pids, self.grace)
+        if left:
+            self.strays += left
+            self.strays_found_by = how
+            _note(f"stopped {left} process(es) that left the app's process group ({how})")
+
     def requeue(self, reason: str, exit_code: int | None = None) -> bool:
         """Stop every replica (grace period), then run the app again if requeues are left."""
         self.terminate(self.replicas, "CANCELLED")
+        self.stop_strays()
         self.end_attempt(reason, exit_code)
         if self.num_requeues >= self.max_requeues:
             return False
@@ -407,7 +516,9 @@ class Supervisor:
         return True
 
     def root_cause(self, rep: Replica) -> str:
-        """The reply file's traceback if the replica wrote one, else its stderr tail."""
+        """The reply file's headline and traceback if the replica wrote one (a node agent
+        does: host, rank, the exception line, the peers it stopped, why), else its stderr tail.
+        """
         how = f"killed by {rep.signal}" if rep.signal else f"exited with code {rep.exit_code}"
         try:
             reply = store.read_json_or_none(rep.log_dir / "error.json")
@@ -415,47 +526,75 @@ class Supervisor:
             reply = None  # a torn or odd reply file must not hide the failure itself
         if isinstance(reply, dict):
             self.structured_error_msg = self.structured_error_msg or json.dumps(reply)
+            rep.failure = diagnoses.Diagnosis.from_dict(reply.get("diagnosis"))
             msg = reply.get("message")
-            detail = ""
+            detail, headline = "", ""
             if isinstance(msg, dict):
                 extra = msg.get("extraInfo") or {}
-                detail = extra.get("py_callstack") or msg.get("message") or ""
+                headline = str(msg.get("message") or "")
+                detail = extra.get("py_callstack") or headline
             elif isinstance(msg, str):
                 detail = msg
-            where = ""
-            if "rank" in reply:
-                where = f" (rank {reply['rank']}"
-                where += f", local_rank {reply['local_rank']})" if "local_rank" in reply else ")"
+            if reply.get("signal"):  # the agent exits 128+N for its rank's signal N: name it
+                how = f"killed by {reply['signal']}"
             if detail:
-                return f"{rep.key}{where} {how}\n{detail.rstrip()}"
+                return _headline(rep.key, how, reply, headline) + "\n" + detail.rstrip()
         tail = _tail(rep.log_dir / "stderr.log", rep.stderr_offset, STDERR_TAIL_LINES)
         return f"{rep.key} {how}" + (f"; last stderr lines:\n{tail}" if tail else "")
 
+    def diagnose(self, rep: Replica, code: int) -> diagnoses.Diagnosis:
+        """Why a replica that is not a node agent failed (one rank: its plan index)."""
+        rank = next(i for i, r in enumerate(self.replicas) if r is rep)
+        stderr = _tail(rep.log_dir / "stderr.log", rep.stderr_offset, 1 << 20, 8 << 20)
+        sent_by = "trainlaunch stop" if self.stop_requested else ""
+        return self.witness.diagnose(rank, code, rep.pid or 0, stderr, rep.peak_rss, None, sent_by)
+
+    def _failure_of(self, rep: Replica) -> diagnoses.Diagnosis | None:
+        """Its failure, or a rank's of a node agent this supervisor stopped (fallout)."""
+        if rep.failure is not None or not rep.plan.get("node_agent"):
+            return rep.failure
+        return stopped_node_failure(read_agent_state(str(rep.log_dir)))
+
+    def app_failure(self, first: Replica) -> diagnoses.Diagnosis | None:
+        """The app's diagnosis from every replica's, the first to fail leading."""
+        order = [
+            first,
+            *sorted((r for r in self.replicas if r is not first), key=lambda r: r.ended or 0),
+        ]
+        # a replica stopped meanwhile (CANCELLED) may have failed on its own first: its
+        # failure counts (fallout, or the cause when the first to fail was the fallout)
+        nodes = [NodeOutcome(r.key, self._failure_of(r), r.started is not None) for r in order]
+        return explain_app(nodes)
+
     # -- main loop ---------------------------------------------------------------------------
 
-    def wait_for_slot(self) -> bool:
-        """A sweep point waits (PENDING) for a slot of its sweep; False if stopped first."""
+    def may_start(self) -> str:
+        """Why the app must not start ('' if it may): a stop that came while it was handed a
+        slot, or its group stopped (queue.py). An app of a slot group needs its slot."""
         spec = self.request.get("slots")
+        if (self.app_dir / queue.STOP_REQUEST).exists():
+            return "stopped on request before it started"
         if not spec:
-            return True
-        self.msg = f"waiting for a free sweep slot (max_parallel {spec['count']})"
-        self.save()
-        while (fd := slots.try_acquire(spec)) is None:
-            self.wait_signals(slots.POLL_S)
-            if self.stop_requested:
-                return False
-        self._slot_fd = fd  # held until this process exits (docs/sweeps.md)
-        self.msg, self.started = "", time.time()
-        return True
+            return ""
+        if queue.is_closed(spec):
+            return queue.GROUP_STOPPED
+        if self.slot_fd is None:  # every starter passes one (launch.SLOT_FD): take a free one
+            self.slot_fd = slots.try_acquire(spec)
+            if self.slot_fd is None:
+                return f"started without a slot of group {Path(spec['dir']).name}, none free"
+        return ""
 
     def run(self) -> int:
         """Run the app to its end; return 0 (the outcome is in state.json)."""
-        if not self.wait_for_slot():
+        why = self.may_start()
+        if why or self.stop_requested:
+            self.state, self.ended = "CANCELLED", time.time()
+            self.msg = why or "stopped on request before it started"
             self.terminate(self.replicas, "CANCELLED")
-            self.state, self.msg, self.ended = "CANCELLED", "stopped on request", time.time()
-            self.save()
+            self.save(final=True)
             return 0
         self.state = "RUNNING"  # replicas are being started: each says PENDING until it runs
+        self.cgroup = appgroup.enter(self.request["app_id"])  # before any replica: all in it
         self.begin_attempt()
         self.save()
         for rep in self.replicas:
@@ -465,8 +604,11 @@ class Supervisor:
         give_up: Replica | None = None
         while True:
             if self.stop_requested:
-                self.terminate(self.replicas, "CANCELLED")
+                self.terminate(self.replicas, "CANCELLED", self.stop_signal)
                 self.state, self.msg = "CANCELLED", "stopped on request"
+                self.failure = diagnoses.Diagnosis(diagnoses.STOPPED, self.stopped_how())
+                if self.stop_signal == signal.SIGINT:
+                    self.msg = "interrupted (Ctrl-C)"
                 break
             if self.requeue_requested:
                 self.requeue_requested = False
@@ -494,6 +636,7 @@ class Supervisor:
                 self.state = "FAILED"
                 self.exit_code = give_up.exit_code
                 self.msg = give_up.message.splitlines()[0] if give_up.message else ""
+                self.failure = self.app_failure(give_up)
                 break
             if all(r.state == "SUCCEEDED" for r in self.replicas):
                 self.state = "SUCCEEDED"
@@ -506,16 +649,31 @@ class Supervisor:
                 if time.monotonic() - self.last_sample >= TIMELINE_INTERVAL_S:
                     self.last_sample = time.monotonic()
                     self.sample_timelines()
-                    if self.watchdog.tick():  # a hang with on_hang=stop (or no restart left)
-                        self.terminate(self.replicas, "CANCELLED")
-                        self.state, self.msg = "FAILED", self.watchdog.message
-                        break
+                    if self.lost_total() != self.saved_lost:  # status says how much, and grows
+                        self.save()
+                    hang = self.watchdog.tick()
+                    if hang is not None and hang.stopped:  # on_hang=stop, or no restart left
+                        break  # the watchdog stopped the replicas: the app ended FAILED
         for rep in self.replicas:
             self.drain(rep)
+        self.stop_strays()  # the app has ended: nothing it started outlives it (issue 23 #9)
         self.end_attempt(self.state.lower(), self.exit_code)
         self.ended = time.time()
         self.save(final=True)
         return 0
+
+    def stopped_how(self) -> str:
+        """The stopped app's failure line: which signals went to the replicas, when."""
+        if self.stop_signal == signal.SIGINT:
+            term = processes.interrupt_term_wait(self.grace)
+            return (
+                f"interrupted by Ctrl-C (SIGINT to every replica, SIGTERM after {self.grace:g}s, "
+                f"SIGKILL {term:g}s later)"
+            )
+        return (
+            f"stopped by `trainlaunch stop` (SIGTERM to every replica, SIGKILL after "
+            f"{self.grace:g}s)"
+        )
 
     def sample_timelines(self) -> None:
         """Record log sizes of the running replicas (see Replica.sample_timeline)."""
@@ -528,6 +686,25 @@ class Supervisor:
         if not peek:
             self.exec_failed = []
         return out
+
+
+def _loss_note(lost: dict[str, dict[str, int]]) -> str:
+    """``output lost while the app store was full: 1.5 MiB (train/0: stdout.log 1.0 MiB, ...)``"""
+    total = sum(sum(v.values()) for v in lost.values())
+    parts = [
+        f"{key}: " + ", ".join(f"{name} {_size(n)}" for name, n in sorted(files.items()) if n)
+        for key, files in lost.items()
+    ]
+    return (
+        f"output lost while the app store was full: {_size(total)} ({'; '.join(parts)}); "
+        "the logs mark where"
+    )
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
 def _disk_full(path: Path) -> bool:
@@ -543,12 +720,30 @@ def _note(text: str) -> None:
         os.write(2, f"trainlaunch supervisor: {text}\n".encode())
 
 
-def _tail(path: Path, offset: int, n: int) -> str:
+def _headline(key: str, how: str, reply: dict[str, Any], message: str) -> str:
+    """``train/0 (rank 1, local_rank 1, host n1) exited with code 1: ValueError: boom``, and
+    the peers its agent stopped because of it."""
+    where = ""
+    if "rank" in reply:
+        parts = [f"rank {reply['rank']}"]
+        parts += [f"local_rank {reply['local_rank']}"] if "local_rank" in reply else []
+        parts += [f"host {reply['hostname']}"] if reply.get("hostname") else []
+        where = f" ({', '.join(parts)})"
+    said = message and not message.startswith(("exited with code", "Signal "))
+    line = f"{key}{where} {how}" + (f": {message}" if said else "")
+    stopped = reply.get("stopped")
+    if isinstance(stopped, list) and stopped and all(isinstance(r, int) for r in stopped):
+        who = ("rank " if len(stopped) == 1 else "ranks ") + rank_list(stopped)
+        line += f"; {who} stopped because of it"
+    return line
+
+
+def _tail(path: Path, offset: int, n: int, window: int = 16384) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            start = max(offset, size - 16384)
+            start = max(offset, size - window)
             f.seek(start)
             data = f.read()
     except OSError:
@@ -557,37 +752,58 @@ def _tail(path: Path, offset: int, n: int) -> str:
     return "\n".join(lines[-n:])
 
 
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
 def _remove(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
 
 
 def main(argv: list[str]) -> int:
-    """Entry point: supervise the app whose directory is argv[1]."""
-    if len(argv) != 2:
-        print("usage: python -m trainlaunch.schedulers.local.supervisor APP_DIR", file=sys.stderr)
+    """Entry point: supervise the app whose directory is argv[1] (``--slot-fd N``: the
+    inherited, locked slot of its group, handed on to the next queued app at the end)."""
+    if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != SLOT_FD):
+        print(
+            f"usage: python -m trainlaunch.schedulers.local.supervisor APP_DIR [{SLOT_FD} N]",
+            file=sys.stderr,
+        )
         return 2
     # everything the supervisor creates in the store is private; replicas get the user's umask
     global USER_UMASK
     USER_UMASK = keep_files_private()
-    sup = Supervisor(Path(argv[1]))
+    slot_fd = int(argv[3]) if len(argv) == 4 else None
+    try:
+        sup = Supervisor(Path(argv[1]))
+    except BaseException:
+        _hand_on(None, slot_fd)
+        raise
+    sup.slot_fd = slot_fd
     try:
         return sup.run()
     except BaseException as e:  # record the crash instead of leaving a stale RUNNING
         sup.state, sup.msg, sup.ended = "FAILED", f"supervisor crashed: {e!r}", time.time()
         try:
             sup.terminate(sup.replicas, "CANCELLED")
+            sup.stop_strays()
             sup.save(final=True)
         except Exception:  # noqa: BLE001 - best effort while already failing
             pass
         raise
+    finally:
+        appgroup.leave(sup.cgroup)  # before the slot starts another app's supervisor
+        _hand_on(sup.request.get("slots"), sup.slot_fd)
+
+
+def _hand_on(spec: Any, slot_fd: int | None) -> None:
+    """The app has ended: its slot starts the group's next queued app (queue.py)."""
+    if slot_fd is None:
+        return
+    if not isinstance(spec, dict):
+        os.close(slot_fd)
+        return
+    try:
+        if not queue.hand_off(spec, slot_fd):
+            queue.kick(spec)
+    except Exception as e:  # noqa: BLE001 - the app's record is final; the next command kicks
+        _note(f"could not hand the slot on: {e!r}")
 
 
 if __name__ == "__main__":

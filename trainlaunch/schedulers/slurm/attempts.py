@@ -7,7 +7,9 @@ Every attempt of the batch script (the first run, then each requeue) appends to
     attempt=0 end=1764586851.9 exit=75 action=requeue term=0 left=0:08
 
 ``action`` is what the script did next: ``requeue`` (a rank exited 75 after saving, within
-``max_requeues``), ``retry`` (a failure, within ``max_retries``) or ``end``; ``term=1`` means
+``max_requeues``), ``exclude`` (a refused preflight requeued without its nodes: then
+``excluded=NODES`` and ``exclusion=ok|failed|requeue_failed`` lines, exclude.py), ``retry`` (a
+failure, within ``max_retries``) or ``end``; ``term=1`` means
 Slurm itself sent SIGTERM (``scontrol requeue``, preemption, the time limit, ``scancel``);
 ``left`` is squeue's time left. Rendering (shell text) and reading (pure) live here together
 so that the two never drift apart.
@@ -18,9 +20,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from trainlaunch import settings
+from trainlaunch.schedulers.slurm import exclude, interrupt
 from trainlaunch.specs import AppStatus, Attempt
 
 ATTEMPTS_FILE = "attempts"
@@ -70,15 +74,26 @@ def wait_lines() -> list[str]:
     ]
 
 
-def end_lines(max_retries: int, max_requeues: int) -> list[str]:
-    """Decide requeue / retry / end, log the attempt's end, and requeue if so."""
+def end_lines(max_retries: int, max_requeues: int, exclude_from: str | None = None) -> list[str]:
+    """Decide requeue / retry / end, log the attempt's end, and requeue if so.
+
+    exclude_from: node 0's replica directory (a shell word) when a failed preflight requeues
+    the job without the nodes it blamed (exclude.py); such a requeue counts as one.
+    """
     log = f'"$trainlaunch_job_dir/{ATTEMPTS_FILE}"'
     code = settings.REQUEUE_EXIT_CODE
+    counted = "-E ' action=(requeue|exclude)'" if exclude_from else "' action=requeue'"
+    excluding = (
+        (exclude.decide_lines(exclude_from, max_requeues), exclude.requeue_lines(log))
+        if exclude_from
+        else ([], [])
+    )
     return [
-        f"trainlaunch_requeues=$(grep -c ' action=requeue' {log})",
+        f"trainlaunch_requeues=$(grep -c {counted} {log})",
         f"trainlaunch_retries=$(grep -c ' action=retry' {log})",
         "trainlaunch_action=end",
-        'if [ "$trainlaunch_term" -eq 0 ]; then  # else Slurm requeues or ends the job itself',
+        f'if [ "$trainlaunch_term" -eq 0 ] && {interrupt.batch_guard("$trainlaunch_job_dir")}; '
+        "then  # else Slurm requeues or ends the job itself, or Ctrl-C ended it",
         f'    if [ "$trainlaunch_rc" -eq {code} ] && '
         f'[ "$trainlaunch_requeues" -lt {max_requeues} ]; then',
         f'        trainlaunch_action=requeue trainlaunch_n="$((trainlaunch_requeues + 1)) of '
@@ -89,10 +104,12 @@ def end_lines(max_retries: int, max_requeues: int) -> list[str]:
         f'{max_retries}"',
         "    fi",
         "fi",
+        *excluding[0],
         "printf 'attempt=%s end=%s exit=%s action=%s term=%s left=%s\\n' "
         f'"${settings.RESTART_COUNT}" "{_NOW}" "$trainlaunch_rc" "$trainlaunch_action" '
         '"$trainlaunch_term" "$(squeue -h -j "$SLURM_JOB_ID" -o %L 2>/dev/null)" '
         f">>{log}",
+        *excluding[1],
         'if [ "$trainlaunch_action" != end ]; then',
         '    echo "trainlaunch: exit code $trainlaunch_rc; requeueing ($trainlaunch_action '
         '$trainlaunch_n)"',
@@ -101,10 +118,13 @@ def end_lines(max_retries: int, max_requeues: int) -> list[str]:
     ]
 
 
-def note_hang(job_dir: Path, attempt: int) -> None:
-    """Mark the attempt as ended by the hang watchdog's restart (before it requeues)."""
+def note_hang(job_dir: Path, attempt: int) -> bool:
+    """Mark the attempt as ended by the hang watchdog's restart (before it requeues); False
+    when it cannot be written (the restart would not count against max_retries)."""
     with contextlib.suppress(OSError), open(job_dir / ATTEMPTS_FILE, "a", encoding="utf-8") as f:
         f.write(f"attempt={attempt} hang=1\n")
+        return True
+    return False
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -123,6 +143,17 @@ def read_attempts(job_dir: Path | None) -> dict[int, dict[str, str]]:
         if n.isdigit():
             out.setdefault(int(n), {}).update(fields)
     return out
+
+
+def is_restart(rec: Mapping[str, str]) -> bool:
+    """An attempt that ended in a restart: a failure retried or a hang restarted (a requeue,
+    asked for or Slurm's own, is not one: it spends max_requeues, as on the local backend)."""
+    return rec.get("action") == "retry" or rec.get("hang") == "1"
+
+
+def num_restarts(job_dir: Path | None) -> int:
+    """The job's restarts so far, as ``status`` counts them (against max_retries)."""
+    return sum(1 for rec in read_attempts(job_dir).values() if is_restart(rec))
 
 
 def seconds_left(text: str) -> int | None:
@@ -149,8 +180,21 @@ def _float(v: str | None) -> float | None:
         return None
 
 
+def _exclusion_reason(rec: dict[str, str]) -> str:
+    """A refused preflight's attempt, with what became of the exclusion (exclude.py): a
+    failed or unconfirmed one is said outright, as the next attempt may land on the node."""
+    outcome = {
+        exclude.EXCLUSION_OK: "excluded, requeued",
+        exclude.EXCLUSION_FAILED: "requeued but NOT excluded: see batch.log",
+        exclude.REQUEUE_FAILED: "not excluded, not requeued: see batch.log",
+    }.get(rec.get("exclusion", ""), "requeued, exclusion unconfirmed: see batch.log")
+    return f"preflight failed on {rec.get('excluded') or '?'} ({outcome})"
+
+
 def _reason(rec: dict[str, str], later: bool, state: str, warn_s: int | None) -> str:
     action, rc = rec.get("action"), rec.get("exit")
+    if action == "exclude":
+        return _exclusion_reason(rec)
     if action == "requeue":
         left = seconds_left(rec.get("left", ""))
         if warn_s is not None and left is not None and left <= warn_s + SIGNAL_EARLY_S:
@@ -194,7 +238,7 @@ def with_history(
         )
     if state.startswith(("PENDING", "REQUEUED")) and "end" in recs[numbers[-1]]:
         attempts.append(Attempt(attempt=numbers[-1] + 1))  # queued again, not started yet
-    retries = sum(1 for r in recs.values() if r.get("action") == "retry" or r.get("hang") == "1")
+    retries = sum(1 for r in recs.values() if is_restart(r))
     requeues = len(attempts) - 1 - retries
     msg = status.msg
     if state.startswith("TIMEOUT") and warn_s is not None:

@@ -17,7 +17,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainlaunch import settings, snapshot, store
+from trainlaunch import settings, store
+from trainlaunch.diagnosis.values import Diagnosis
 from trainlaunch.errors import (
     AppNotFound,
     SchedulerError,
@@ -27,15 +28,22 @@ from trainlaunch.errors import (
     UsageError,
 )
 from trainlaunch.handles import check_app_id, make_app_handle
-from trainlaunch.procs import current_umask
+from trainlaunch.node.agent_record import preflight_record, waiting_record
+from trainlaunch.node.processes import current_umask
+from trainlaunch.schedulers import snapshot
 from trainlaunch.schedulers.api import (
+    Capabilities,
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
     Stream,
     check_params,
+    hang_fields,
 )
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files
+from trainlaunch.schedulers.slurm import failure as slurm_failure
+from trainlaunch.schedulers.slurm import interrupt as slurm_interrupt
+from trainlaunch.schedulers.slurm import jobdir
 from trainlaunch.schedulers.slurm import stacks as slurm_stacks
 from trainlaunch.schedulers.slurm import status as slurm_status
 from trainlaunch.schedulers.slurm.array import array_mismatch, array_too_big, render_array
@@ -48,7 +56,7 @@ from trainlaunch.schedulers.slurm.render import (
     slurm_runopts,
 )
 from trainlaunch.schedulers.slurm.status import JobInfo
-from trainlaunch.snapshot import SnapshotPlan
+from trainlaunch.schedulers.snapshot import SnapshotPlan
 from trainlaunch.specs import (
     AppDef,
     AppDryRunInfo,
@@ -59,7 +67,7 @@ from trainlaunch.specs import (
     macros,
     runopts,
 )
-from trainlaunch.stacks import RankStack
+from trainlaunch.stacks.values import RankStack
 
 COMMAND_TIMEOUT_S = 60.0
 SACCT_TIMEOUT_S = 20.0  # a slow accounting database must not block status for long
@@ -68,6 +76,9 @@ NO_ACCOUNTING = "accounting storage is disabled"
 
 
 # create_scheduler's params (the runner passes each backend only its own)
+CAPABILITIES = Capabilities(
+    logs=True, stacks=True, requeue=True, arrays=True, snapshots=True, hang_watchdog=True
+)
 SCHEDULER_PARAMS = frozenset({"environ"})  # environ: the environment to read instead of os.environ
 
 
@@ -128,8 +139,21 @@ def run_slurm(
             f"{argv[0]} did not answer within {timeout:.0f}s", hint="is slurmctld up? try `sinfo`"
         ) from None
     if check and proc.returncode != 0:
-        raise SchedulerError(f"{argv[0]} failed: {last_line(proc.stderr) or proc.returncode}")
+        raise SchedulerError(f"{argv[0]} failed: {failure(proc)}")
     return proc
+
+
+def failure(proc: subprocess.CompletedProcess[str]) -> str:
+    """Why a Slurm command failed, never empty: its last line (stderr, else stdout), else
+    its exit status."""
+    return last_line(proc.stderr) or last_line(proc.stdout) or f"exit status {proc.returncode}"
+
+
+def forgotten(proc: subprocess.CompletedProcess[str]) -> bool:
+    """A query failed because slurmctld no longer knows the job (sacct may): `Invalid job id`
+    on stderr, or, for a purged array element, `Job 1023_0 not found` on stdout."""
+    said = f"{proc.stderr}\n{proc.stdout}".lower()
+    return "invalid job id" in said or "not found" in said
 
 
 def last_line(text: str) -> str:
@@ -142,6 +166,7 @@ class SlurmScheduler(Scheduler):
     """Submits apps as sbatch jobs; answers from scontrol, sacct and the job dir."""
 
     backend = BACKEND
+    capabilities = CAPABILITIES
 
     def __init__(self, session_name: str, **params: Any) -> None:
         super().__init__(session_name)
@@ -206,10 +231,14 @@ class SlurmScheduler(Scheduler):
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         """Submit held, create the job dir and the record, then release the job."""
         req: SlurmBatchRequest = dryrun_info.request
+        jobdir.check_template(req.job_dir)  # a planted parent: refused before anything runs
         job_id = self._submit_held(req.script)
         try:
             self._record_job(job_id, req.job_dir, req.script, dryrun_info, req.snapshot)
-        except (OSError, StoreError, UsageError) as e:
+        except StoreError as e:  # e.g. a job dir another user planted (jobdir.py)
+            run_slurm(["scancel", job_id], check=False)
+            raise StoreError(f"{e} (slurm job {job_id} cancelled)", hint=e.hint) from None
+        except (OSError, UsageError) as e:
             run_slurm(["scancel", job_id], check=False)
             raise SchedulerError(f"cannot record slurm job {job_id} (cancelled it): {e}") from None
         run_slurm(["scontrol", "release", job_id])
@@ -250,6 +279,7 @@ class SlurmScheduler(Scheduler):
     def schedule_array(self, dryrun_info: AppDryRunInfo) -> builtins.list[str]:
         """Submit the array held, record every element (job dir, index), then release it."""
         req: SlurmArrayRequest = dryrun_info.request
+        jobdir.check_template(req.job_dir)
         job_id = self._submit_held(req.script)
         ids = [f"{job_id}_{i}" for i in range(len(req.elements))]
         name = req.elements[0].app.name if req.elements[0].app else ""
@@ -258,7 +288,10 @@ class SlurmScheduler(Scheduler):
                 array = {"job_id": job_id, "index": i, "size": len(ids), "name": name}
                 snap = info.request.snapshot
                 self._record_job(app_id, req.job_dir, req.script, info, snap, array)
-        except (OSError, StoreError, UsageError) as e:
+        except StoreError as e:
+            run_slurm(["scancel", job_id], check=False)
+            raise StoreError(f"{e} (slurm array {job_id} cancelled)", hint=e.hint) from None
+        except (OSError, UsageError) as e:
             run_slurm(["scancel", job_id], check=False)
             raise SchedulerError(
                 f"cannot record slurm array {job_id} (cancelled it): {e}"
@@ -290,11 +323,8 @@ class SlurmScheduler(Scheduler):
         array: Mapping[str, Any] | None = None,
     ) -> None:
         """The job dir (script, code snapshot) and the index record of one job or element."""
-        job_dir = Path(job_dir_template.replace(macros.app_id, app_id))
-        _private_dirs(job_dir)
-        fd = os.open(job_dir / "sbatch.sh", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(script)
+        job_dir = jobdir.create(job_dir_template.replace(macros.app_id, app_id))
+        jobdir.write_new(job_dir, "sbatch.sh", script)
         snap = None
         if snap_plan is not None:
             snapshot.take(snap_plan, job_dir / snapshot.SNAPSHOT_DIR)
@@ -345,16 +375,16 @@ class SlurmScheduler(Scheduler):
         found: dict[str, JobInfo] = {}
         if len(job_ids) == 1:
             proc = run_slurm(["scontrol", "-o", "show", "job", job_ids[0]], check=False)
-            if proc.returncode and "invalid job id" not in proc.stderr.lower():
-                raise SchedulerError(f"scontrol failed: {last_line(proc.stderr)}")
+            if proc.returncode and not forgotten(proc):
+                raise SchedulerError(f"scontrol failed: {failure(proc)}")
             found.update(slurm_status.parse_scontrol(proc.stdout))
         elif job_ids:
             proc = run_slurm(
                 ["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%j|%r|%N"],
                 check=False,
             )
-            if proc.returncode and "invalid job id" not in proc.stderr.lower():
-                raise SchedulerError(f"squeue failed: {last_line(proc.stderr)}")
+            if proc.returncode and not forgotten(proc):
+                raise SchedulerError(f"squeue failed: {failure(proc)}")
             found.update(slurm_status.parse_squeue(proc.stdout))
         # a record whose job id Slurm now uses for another job (e.g. a reset test cluster)
         found = {k: v for k, v in found.items() if not names.get(k) or v.name == names[k]}
@@ -413,23 +443,51 @@ class SlurmScheduler(Scheduler):
         status = with_history(status, job_dir, info.state, signal_opt)
         meta = {
             "job_dir": str(job_dir) if job_dir else None,
-            "log_dir": str(job_dir) if job_dir else None,
             "batch_log": str(job_dir / BATCH_LOG) if job_dir else None,
-            "created": (rec or {}).get("created"),
-            "cwd": (rec or {}).get("cwd"),
             "slurm_state": info.state,
             "nodes": info.nodes,
             "source": info.source,
-            "settings": ((rec or {}).get("app") or {}).get("metadata", {}).get("trainlaunch", {}),
-            "snapshot": (rec or {}).get("snapshot"),
         }
+        hang_meta: dict[str, Any] = {}
+        preflight = None
+        agents = (
+            [
+                str(job_dir / r.name / str(k))
+                for r in app.roles
+                if r.node_agent
+                for k in range(r.num_replicas)
+            ]
+            if job_dir is not None and app is not None
+            else []
+        )
+        if agents and ((rec or {}).get("cfg") or {}).get("preflight"):
+            preflight = preflight_record(agents[:1])  # docs/preflight.md
+        # a node late to the rendezvous: its agents' line (agent/joins.py), while it runs
+        waiting = waiting_record(agents) if status.state == AppState.RUNNING else None
         if job_dir is not None:  # stragglers, stalls, the hang watchdog (docs/hangs.md)
             status, hang_meta = slurm_stacks.hang_view(
                 app_id, job_dir, app, (rec or {}).get("cfg") or {}, status
             )
-            meta.update(hang_meta)
+        failure: Diagnosis | None
+        if slurm_interrupt.ended_it(status, job_dir):  # Ctrl-C: no failure's diagnosis to seek
+            status, failure = slurm_interrupt.as_interrupted(status), slurm_interrupt.failure()
+        else:
+            failure = slurm_failure.job_failure(info, job_dir, app, status, hang_meta.get("hang"))
         return DescribeAppResponse(
-            app_id=app_id, status=status, app=app, cfg=(rec or {}).get("cfg") or {}, metadata=meta
+            app_id=app_id,
+            status=status,
+            app=app,
+            cfg=(rec or {}).get("cfg") or {},
+            metadata=meta,
+            log_dir=str(job_dir) if job_dir else None,
+            created=(rec or {}).get("created"),
+            cwd=(rec or {}).get("cwd"),
+            settings=((rec or {}).get("app") or {}).get("metadata", {}).get("trainlaunch", {}),
+            snapshot=(rec or {}).get("snapshot"),
+            **hang_fields(hang_meta),
+            preflight=preflight,
+            waiting=waiting,
+            failure=failure,
         )
 
     def describe(self, app_id: str) -> DescribeAppResponse:
@@ -501,6 +559,25 @@ class SlurmScheduler(Scheduler):
                 )
             if live:
                 time.sleep(0.2)
+
+    def interrupt(self, app_id: str) -> None:
+        """Ctrl-C: SIGINT to every task of the job's steps, so the ranks' ``except
+        KeyboardInterrupt`` runs; scancel as stop does if it still runs after WAIT_S
+        (interrupt.py)."""
+        state = self.describe(app_id).status.state
+        if state != AppState.RUNNING:  # nothing runs yet to be interrupted, or it ended
+            return self.cancel(app_id)
+        rec = self._record(app_id)
+        slurm_interrupt.mark(Path(rec["job_dir"]) if rec else None)
+        try:
+            run_slurm(["scancel", "--signal=INT", app_id])
+        except SchedulerError:  # it ended or was requeued meanwhile: stop it as stop does
+            return self.cancel(app_id)
+        deadline = time.monotonic() + slurm_interrupt.WAIT_S
+        while not self.describe(app_id).status.is_terminal:
+            if time.monotonic() > deadline:
+                return self.cancel(app_id)
+            time.sleep(0.2)
 
     def _cancel_targets(self, live: Sequence[str]) -> builtins.list[str]:
         """The ids to scancel: an array's own id when every element still alive is asked for."""
@@ -606,18 +683,6 @@ class SlurmScheduler(Scheduler):
     def status(self, app_id: str) -> AppStatus:
         """Shortcut: describe(app_id).status."""
         return self.describe(app_id).status
-
-
-def _private_dirs(path: Path) -> None:
-    """Create path and its missing parents 0700; an existing job dir is made 0700 too."""
-    missing = []
-    d = path
-    while not d.exists():
-        missing.append(d)
-        d = d.parent
-    for d in reversed(missing):
-        d.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
 
 
 def _script_of(request: SlurmBatchRequest | SlurmArrayRequest) -> str:

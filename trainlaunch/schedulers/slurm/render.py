@@ -17,22 +17,47 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
+from trainlaunch.options import NO_WATCHDOG, above
+from trainlaunch.preflight import options as preflight_options
 from trainlaunch.schedulers.logfiles import STREAM_FILES
-from trainlaunch.schedulers.slurm.attempts import end_lines, start_lines, wait_lines
+from trainlaunch.schedulers.slurm.attempts import ATTEMPTS_FILE, end_lines, start_lines, wait_lines
 from trainlaunch.specs import AppDef, CfgVal, Role, macros, runopts
+from trainlaunch.stacks.watchdog import ON_HANG, WATCHDOG_FILE
 
 BACKEND = "slurm"
 BATCH_LOG = "batch.log"  # the batch script's own output, in the job dir
 RESULT_FILE = "result"  # "restart=N exit=RC end=T", written when the batch script ends
 STATUS_FILE = "replica.status"  # per replica: "restart=N host=H start=T[ exit=RC end=T]"
+# the job dir's own entries; a role's replicas live in <job dir>/<role>/<k>/, so a role may not
+# be named as one of them (a script named metrics.py or snapshot.py names its role so)
+JOB_DIR_ENTRIES = (
+    ATTEMPTS_FILE, BATCH_LOG, RESULT_FILE, f"{RESULT_FILE}.tmp", "sbatch.sh", "snapshot",
+    "metrics", "watchdog.log", WATCHDOG_FILE,
+)  # fmt: skip
+_HANG_DUMP = re.compile(r"hang-\d+\.(txt|json)")  # the hang watchdog's dumps (stacks/watchdog.py)
 DEFAULT_MAX_REQUEUES = 3
 RUNNER = "trainlaunch.schedulers.slurm.replica"  # runs each replica's command (replica.py)
-RDZV_PORT_BASE, RDZV_PORT_SPAN = 20000, 10000  # below Linux's ephemeral ports (32768+)
+# rank 0's rendezvous port: a free one of its node, chosen as the job starts (a port derived
+# from the job id would be one any user of the cluster can compute); the old rule remains the
+# fallback should the node's python not run there.
+FREE_PORT = "trainlaunch.node.freeport"
+RDZV_PORT_BASE, RDZV_PORT_SPAN = 20000, 10000
+# The kernel's limit for one argument or environment string (MAX_ARG_STRLEN, with its NUL):
+# a longer one cannot start on any node, so it is refused when the script is rendered.
+MAX_ARG_BYTES = 32 * 4096
+
+
+def role_file(index: int) -> str:
+    """The replica script of role index, as its tasks read it: a file in the job dir (0600).
+    Never an argument: a command line is public (``ps`` on the nodes, ``sacct -o
+    SubmitLine`` for ever), and one argument is limited to MAX_ARG_BYTES."""
+    return f".role{index}.sh"  # a role's own dir cannot start with '.' (specs.check_name)
+
 
 # Macros become placeholders first, then shell expansions inside the quoted words.
 _RUNTIME = {"\x01APP_ID\x01": '"$SLURM_JOB_ID"', "\x01REPLICA_ID\x01": '"$SLURM_PROCID"'}
@@ -122,7 +147,7 @@ def slurm_runopts() -> runopts:
         "(time limit, preemption); apart from max_retries",
         DEFAULT_MAX_REQUEUES,
     )
-    o.add("rdzv_port", int, "rank 0's rendezvous port (default: 20000 + job id % 10000)")
+    o.add("rdzv_port", int, "rank 0's rendezvous port (default: a free port of rank 0's node)")
     o.add(
         "job_dir",
         str,
@@ -142,8 +167,16 @@ def slurm_runopts() -> runopts:
         float,
         "seconds without output, metrics or heartbeat from any dist.ddp rank that count as a "
         "hang (default: off; docs/hangs.md)",
+        check=above(0, NO_WATCHDOG),
     )
-    o.add("on_hang", str, "after a hang: none (report), stop (scancel), restart (requeue)", "none")
+    o.add(
+        "on_hang",
+        str,
+        "after a hang: none (report), stop (scancel), restart (requeue)",
+        "none",
+        choices=ON_HANG,
+    )
+    preflight_options.add_runopts(o, exclude_bad_nodes=True)
     return o
 
 
@@ -266,6 +299,17 @@ def render_script(
     return "\n".join(head + body) + "\n"
 
 
+def check_role_names(app: AppDef) -> None:
+    """Refuse a role named as one of the job dir's own entries (JOB_DIR_ENTRIES)."""
+    for role in app.roles:
+        if role.name in JOB_DIR_ENTRIES or _HANG_DUMP.fullmatch(role.name):
+            raise UsageError(
+                f"role name {role.name!r} is taken on Slurm: the job directory holds its own "
+                f"{role.name!r}",
+                hint="name the role otherwise: `--name APP/ROLE` (dist.ddp, utils.python)",
+            )
+
+
 def render_parts(
     app: AppDef,
     cfg: Mapping[str, CfgVal],
@@ -278,6 +322,7 @@ def render_parts(
     """The script's head (``#!``, comment, #SBATCH lines) and body; array: as a job array's
     element (app id ``ARRAYJOB_TASK``, output ``%A_%a``)."""
     check_cfg(cfg)
+    check_role_names(app)
     if _CONTROL.search(job_dir):
         raise UsageError(f"job_dir must not contain control characters: {job_dir!r}")
     rt = _ARRAY_RUNTIME if array else _RUNTIME
@@ -293,12 +338,17 @@ def render_parts(
     head, lines = lines, []
     rank0_nodes = "$SLURM_JOB_NODELIST_HET_GROUP_0" if het else "$SLURM_JOB_NODELIST"
     port = cfg.get("rdzv_port")
-    port_expr = str(port) if port else (f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN}))")
+    fallback = f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN}))"
+    python = shell_word(node_python(app))
+    port_expr = (
+        str(port) if port else f'"$({python} -m {FREE_PORT} 2>/dev/null || echo {fallback})"'
+    )
     lines += [
         "",
         "umask 077  # the job dir and trainlaunch's files in it are private (like the local store)",
         "",
-        "# Shared by every replica: rank 0 is the first node of the first role.",
+        "# Shared by every replica: rank 0 is the first node of the first role (this script's",
+        "# node), its rendezvous port a free one there, chosen now.",
         f'export {settings.RANK0_HOST}="$(scontrol show hostnames "{rank0_nodes}" | head -n 1)"',
         f"export {settings.RDZV_PORT}={port_expr}",
         f'export {settings.RESTART_COUNT}="${{SLURM_RESTART_COUNT:-0}}"',
@@ -324,7 +374,7 @@ def render_parts(
     lines += [
         "",
         "# Requeue after a rank saved and exited 75, or retry a failure.",
-        *end_lines(retries, max_requeues(cfg)),
+        *end_lines(retries, max_requeues(cfg), _exclude_from(app, cfg, job_dir_word)),
     ]
     lines += [
         "# The result, unless Slurm ended the job (scancel, time limit): Slurm says how then.",
@@ -339,14 +389,22 @@ def render_parts(
     return head, lines
 
 
+def _exclude_from(app: AppDef, cfg: Mapping[str, CfgVal], job_dir_word: str) -> str | None:
+    """Node 0's replica dir when a failed preflight requeues without its nodes (exclude.py)."""
+    if not (cfg.get("preflight") and cfg.get("preflight_exclude_bad_nodes")):
+        return None
+    agents = [r for r in app.roles if r.node_agent]
+    if not agents:
+        return None
+    return f"{job_dir_word}/{shlex.quote(agents[0].name)}/0"
+
+
 def _watchdog_lines(app: AppDef, cfg: Mapping[str, CfgVal]) -> list[str]:
     """With hang_timeout: start the hang watchdog next to this script (docs/hangs.md)."""
     timeout = cfg.get("hang_timeout")
     if not timeout:
         return []
-    on_hang = str(cfg.get("on_hang") or "none")
-    if on_hang not in ("none", "stop", "restart"):
-        raise UsageError(f"on_hang must be one of none, stop, restart, got {on_hang!r}")
+    on_hang = str(cfg.get("on_hang") or "none")  # one of ON_HANG: the schema checked it
     agents = [r for r in app.roles if r.node_agent]
     if not agents:
         raise UsageError(
@@ -358,6 +416,7 @@ def _watchdog_lines(app: AppDef, cfg: Mapping[str, CfgVal]) -> list[str]:
         "",
         f"# Hang watchdog (hang_timeout={timeout}, on_hang={on_hang}): ends with this script.",
         f'export {settings.HEARTBEAT_PATH}="$trainlaunch_job_dir"/heartbeat/rank{{rank}}',
+        f"export {settings.FLIGHT_RECORDER}=1  # hangs name the collective (docs/hangs.md)",
         f'( exec {python} -m trainlaunch.schedulers.slurm.watchdog "$trainlaunch_job_dir" '
         f'{float(timeout)} {on_hang} {retries} $$ >>"$trainlaunch_job_dir/watchdog.log" 2>&1 & )',  # type: ignore[arg-type]
     ]
@@ -442,7 +501,8 @@ def _role_step(
     cpus = role.resource.cpu if cpus is None else cpus
     if cpus:
         srun.append(f"--cpus-per-task={cpus}")  # 22.05 steps do not inherit it from sbatch
-    srun += ["--kill-on-bad-exit=1", "bash", "-c", f'"${var}"']
+    path = f'"$trainlaunch_job_dir/{role_file(index)}"'
+    srun += ["--kill-on-bad-exit=1", "bash", path]
     return [
         "",
         f"# Role {role.name!r}: {role.num_replicas} replicas, one srun task each "
@@ -450,9 +510,30 @@ def _role_step(
         f"IFS= read -r -d '' {var} <<'{end}' || true",
         body.rstrip("\n"),
         end,
+        "# its tasks read it from a private file, never from their command line (ps, sacct)",
+        f'printf \'%s\' "${var}" >"$trainlaunch_job_dir/{role_file(index)}.tmp" &&',
+        f'    mv -f "$trainlaunch_job_dir/{role_file(index)}.tmp" {path}',
         " ".join(srun) + " &",
         "trainlaunch_pids+=($!)",
     ]
+
+
+def _check_sizes(role: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    """Refuse an argument or env string no exec could take (UsageError, at submission)."""
+    sizes = [
+        (f"argument {i}", len(a.encode("utf-8", "surrogateescape"))) for i, a in enumerate(argv)
+    ]
+    sizes += [
+        (f"env {k}", len(f"{k}={v}".encode("utf-8", "surrogateescape"))) for k, v in env.items()
+    ]
+    for what, n in sizes:
+        if n + 1 > MAX_ARG_BYTES:
+            raise UsageError(
+                f"{what} of role {role!r} is {n} bytes: over the kernel's limit for one "
+                f"argument or environment string ({MAX_ARG_BYTES - 1} bytes), no node could "
+                "start it",
+                hint="put the value in a file and pass the file's path",
+            )
 
 
 def replica_script(
@@ -476,6 +557,7 @@ def replica_script(
         settings.NUM_REPLICAS: str(role.num_replicas),
     }
     env = {**identity, **dict(r.env)}
+    _check_sizes(role.name, (r.entrypoint, *r.args), r.env)
     lines = [
         f"trainlaunch_dir={job_dir_word}/{shlex.quote(role.name)}/{_RUNTIME[_REPLICA_ID]}",
         f'export {settings.REPLICA_LOG_DIR}="$trainlaunch_dir"',

@@ -3,7 +3,7 @@
 ``python -m trainlaunch.schedulers.slurm.replica DIR COMMAND [ARGS...]`` runs where the
 replica script used to run COMMAND itself: it reads the command's stdout and stderr pipes into
 DIR's ``stdout.log``, ``stderr.log`` (every byte, appended) and ``combined.log`` (whole lines
-of both in the order they arrived), exactly as the local supervisor does (interleave.py), and
+of both in the order they arrived), exactly as the local supervisor does (node/interleave.py), and
 exits with the command's exit code (128+N when signal N killed it), which the replica script
 records. The command stays in the runner's process group and sees every signal Slurm sends
 the step (scancel, ``--signal`` warnings, preemption) itself; the runner survives them (a
@@ -21,7 +21,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from trainlaunch.interleave import Combined, Pump, open_logs, write_all
+from trainlaunch.node.exits import shell_code
+from trainlaunch.node.interleave import Combined, Pump, open_logs, write_all
 
 POLL_S = 0.2  # how often the runner checks whether the command ended (pipes still open)
 SURVIVED = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU")
@@ -37,9 +38,7 @@ def survive_signals() -> None:
 
 def exit_code(status: int) -> int:
     """A wait status as the shell reports it: the exit code, or 128+N for signal N."""
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
+    return shell_code(os.waitstatus_to_exitcode(status))
 
 
 def pump(pumps: Sequence[Pump], pid: int) -> int:
@@ -105,12 +104,20 @@ def main(argv: Sequence[str]) -> int:
         return 2
     survive_signals()
     try:
-        return run(argv[1], argv[2:])
+        code = run(argv[1], argv[2:])
     except OSError as e:  # the log files cannot be created (a full disk, a missing dir)
         print(
             f"trainlaunch: cannot write the logs in {argv[1]}: {e.strerror or e}", file=sys.stderr
         )
-        return 1
+        code = 1
+    # The command has ended: its code is what counts. The interpreter's shutdown resets the
+    # no-op handlers, so a SIGTERM then (srun ending the step after another task exited)
+    # would end the runner with 143 instead: ignore them for the rest of its life.
+    for name in SURVIVED:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+    return code
 
 
 if __name__ == "__main__":

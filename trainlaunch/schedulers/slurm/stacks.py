@@ -2,37 +2,32 @@
 
 The ranks come from the job dir: each dist.ddp replica's ``agent.json`` (global rank, pid,
 exit code of every worker) and its ``replica.status`` (the node it runs on). One job step with
-one task per node runs ``python -m trainlaunch.stackdump`` there; each task dumps the ranks of
+one task per node runs ``python -m trainlaunch.stacks.dump`` there; each task dumps the ranks of
 its own node (``$SLURMD_NODENAME``) in parallel and prints them as JSON. Replicas that are not
 node agents record no rank pids, so they cannot be dumped (said per replica). ``hang_view``
-adds per-rank progress, the stall and the watchdog's last hang (watchdog.py) to ``status``.
+adds per-rank progress, the stall and the watchdog's last hang (stacks/watchdog.py) to
+``status``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import time
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainlaunch import store
-from trainlaunch.agent_record import read_agent_state
-from trainlaunch.errors import SchedulerError, StoreError
-from trainlaunch.schedulers.progress import (
-    RankProgress,
-    agent_ranks,
-    progress_rows,
-    shell_code,
-    stall_message,
-)
+from trainlaunch.errors import SchedulerError
+from trainlaunch.node.agent_record import read_agent_state
+from trainlaunch.node.exits import shell_code
 from trainlaunch.schedulers.slurm.render import STATUS_FILE, node_python
 from trainlaunch.schedulers.slurm.status import read_kv
 from trainlaunch.specs import AppDef, AppState, AppStatus, macros
-from trainlaunch.stackdump import PYSPY_TIMEOUT_S, Target
-from trainlaunch.stacks import ERROR, RankStack
+from trainlaunch.stacks.dump import PYSPY_TIMEOUT_S, Target
+from trainlaunch.stacks.progress import RankProgress, agent_ranks
+from trainlaunch.stacks.values import ERROR, RankStack
+from trainlaunch.stacks.watchdog import status_view
 
 SRUN_EXTRA_S = 60.0  # on top of py-spy's own timeout: starting a step on every node
 
@@ -64,6 +59,7 @@ def job_targets(job_dir: Path, app: AppDef) -> tuple[list[Target], list[str]]:
                         replica_id=k,
                         exit_code=code,
                         ended=code is not None or agent.get("state") != "RUNNING",  # type: ignore[union-attr]
+                        recorder=str(w.get("recorder") or ""),
                     )
                 )
     return targets, notes
@@ -87,24 +83,19 @@ def hang_view(
     job_id: str, job_dir: Path, app: AppDef | None, cfg: Mapping[str, Any], status: AppStatus
 ) -> tuple[AppStatus, dict[str, Any]]:
     """Status metadata: per-rank progress and stall (running), the watchdog's last hang."""
-    meta: dict[str, Any] = {}
-    if status.state == AppState.RUNNING and app is not None:
-        ranks = job_progress(job_id, job_dir, app)
-        timeout = cfg.get("hang_timeout")
-        timeout = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
-        meta["progress"] = progress_rows(ranks, time.time(), timeout)
-        meta["stall"] = stall_message(ranks, timeout, time.time())
-    hang = None
-    with contextlib.suppress(StoreError, OSError):
-        hang = store.read_json_or_none(job_dir / "watchdog.json")
-    if isinstance(hang, dict):
-        meta["hang"] = hang
-        if status.state == AppState.CANCELLED and hang.get("action") == "stop":
-            msg = (
-                f"hung: no progress from any rank for {hang.get('idle_s')}s; cancelled by the "
-                f"hang watchdog; stacks in {hang.get('dump')}"
-            )
-            status = dataclasses.replace(status, msg=msg)
+
+    def ranks() -> list[RankProgress]:
+        return job_progress(job_id, job_dir, app) if app is not None else []
+
+    running = status.state == AppState.RUNNING and app is not None
+    meta = status_view(ranks, cfg, job_dir, running)
+    hang = meta.get("hang")
+    if hang is not None and status.state == AppState.CANCELLED and hang.get("action") == "stop":
+        msg = (
+            f"hung: no progress from any rank for {hang.get('idle_s')}s; cancelled by the "
+            f"hang watchdog; stacks in {hang.get('dump')}"
+        )
+        status = dataclasses.replace(status, msg=msg)
     return status, meta
 
 
@@ -152,19 +143,21 @@ def dump_targets(
             f"--ntasks={len(nodes)}",
             "--ntasks-per-node=1",
             "--kill-on-bad-exit=0",
+            "--label",  # the tasks' output interleaves: each line (and 1 KiB piece) says whose
             python,
             "-m",
-            "trainlaunch.stackdump",
+            "trainlaunch.stacks.dump",
             *(["--native"] if native else []),
             json.dumps([t.to_dict() for t in live]),
         ]
         proc = run(argv, check=False, timeout=PYSPY_TIMEOUT_S + SRUN_EXTRA_S)
-        for line in proc.stdout.splitlines():
+        for doc in task_outputs(proc.stdout):
             try:
-                found.update({s.rank: s for s in map(RankStack.from_dict, json.loads(line))})
+                found.update({s.rank: s for s in map(RankStack.from_dict, json.loads(doc))})
             except (ValueError, TypeError, KeyError):
                 continue
-        err = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.strip()), "")
+        last = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.strip()), "")
+        err = last or f"srun exited {proc.returncode} saying nothing"
     out = []
     for t in targets:
         if t.ended:
@@ -176,6 +169,20 @@ def dump_targets(
     return out
 
 
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+
+
+def task_outputs(stdout: str) -> list[str]:
+    """Each task's output from srun --label's: srun cuts a long line into 1 KiB pieces and
+    interleaves the tasks' pieces, each labelled; a task's pieces in order are its one line."""
+    pieces: dict[str, list[str]] = {}
+    for line in stdout.splitlines():
+        m = _LABEL.match(line)
+        if m:
+            pieces.setdefault(m[1], []).append(m[2])
+    return ["".join(p) for p in pieces.values()]
+
+
 __all__ = [
     "dump_job",
     "dump_targets",
@@ -183,4 +190,5 @@ __all__ = [
     "job_progress",
     "job_targets",
     "node_python",
+    "task_outputs",
 ]

@@ -18,6 +18,7 @@ import re
 import signal
 from pathlib import Path
 
+from trainlaunch.node.exits import signal_name
 from trainlaunch.schedulers.slurm.render import RESULT_FILE, STATUS_FILE, STREAM_FILES
 from trainlaunch.specs import AppDef, AppState, AppStatus, ReplicaStatus, RoleStatus
 
@@ -222,16 +223,6 @@ def _float(d: dict[str, str] | None, key: str) -> float:
         return float((d or {}).get(key, "inf"))
     except ValueError:
         return float("inf")
-
-
-def signal_name(rc: int | None) -> str | None:
-    """``SIGTERM`` for 143 (a shell reports a signal N as 128+N)."""
-    if rc is None or rc <= 128:
-        return None
-    try:
-        return signal.Signals(rc - 128).name
-    except ValueError:
-        return None
 
 
 def tail(path: Path, n: int = ERROR_TAIL_LINES) -> str:

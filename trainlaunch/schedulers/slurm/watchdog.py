@@ -1,38 +1,36 @@
 """The hang watchdog of a Slurm job: started by the batch script when ``hang_timeout`` is set.
 
 ``python -m trainlaunch.schedulers.slurm.watchdog JOB_DIR TIMEOUT ON_HANG RETRIES BATCH_PID``
-runs on the batch node next to the batch script and ends with it. Once a second it reads the
-job dir (a shared file system): every dist.ddp replica's ``agent.json`` and each rank's output,
-metrics and heartbeat files. When no running rank made progress for TIMEOUT seconds it dumps
-every rank's stack (one ``srun --overlap`` step, as ``trainlaunch stack``) into
-``hang-<n>.{txt,json}``, records the hang in ``watchdog.json`` and applies ON_HANG: ``none``,
-``stop`` (``scancel``) or ``restart`` (``scontrol requeue``: a Slurm restart, while the job's
-restart count is below RETRIES; else stop). Torch-free.
+runs on the batch node next to the batch script and ends with it. It runs the one hang
+watchdog (stacks/watchdog.py) once a second on the job as the job dir (a shared file system)
+shows it: every dist.ddp replica's ``agent.json`` and each rank's output, metrics and heartbeat
+files. Stacks are dumped in one ``srun --overlap`` step (as ``trainlaunch stack``), into the
+job dir with the record; ``stop`` is ``scancel`` and ``restart`` is ``scontrol requeue`` (a
+Slurm restart, while the job's restarts, as ``status`` counts them, are below RETRIES; else
+stop). Torch-free.
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainlaunch import settings, stacks, store
-from trainlaunch.agent_record import read_agent_state
-from trainlaunch.errors import StoreError
-from trainlaunch.schedulers.progress import RankProgress, agent_ranks, duration
-from trainlaunch.schedulers.slurm.attempts import note_hang
+from trainlaunch import settings
+from trainlaunch.node import processes
+from trainlaunch.node.agent_record import read_agent_state
+from trainlaunch.schedulers.slurm.attempts import note_hang, num_restarts
 from trainlaunch.schedulers.slurm.render import STATUS_FILE
 from trainlaunch.schedulers.slurm.stacks import dump_targets
 from trainlaunch.schedulers.slurm.status import read_kv
-from trainlaunch.stackdump import Target
-
-WATCHDOG_FILE = "watchdog.json"
-POLL_S = 1.0
+from trainlaunch.stacks import watchdog
+from trainlaunch.stacks.dump import Target
+from trainlaunch.stacks.progress import RankProgress, agent_ranks
+from trainlaunch.stacks.values import RankStack
 
 
 def heartbeat_template(job_dir: str) -> str:
@@ -49,36 +47,21 @@ def _replica_dirs(job_dir: Path) -> list[tuple[str, int, Path]]:
     return out
 
 
-def job_ranks(job_dir: Path) -> list[tuple[RankProgress, str]]:
-    """(progress, host) of every rank the node agents of the job dir recorded."""
+def job_ranks(job_dir: Path) -> list[RankProgress]:
+    """Every rank the node agents of the job dir recorded, with the node it runs on."""
     env = {
         settings.METRICS_PATH: str(job_dir / "metrics") + "/",  # the default metrics path
         settings.HEARTBEAT_PATH: heartbeat_template(str(job_dir)),
     }
-    out: list[tuple[RankProgress, str]] = []
+    out: list[RankProgress] = []
     for role, k, rdir in _replica_dirs(job_dir):
         agent = read_agent_state(str(rdir))
         kv = read_kv(rdir / STATUS_FILE) or {}
         live = bool(agent) and agent.get("state") == "RUNNING" and "exit" not in kv  # type: ignore[union-attr]
         start = float(kv.get("start") or 0.0)
         host = kv.get("host", "")
-        out.extend((r, host) for r in agent_ranks(agent, role, k, env, start, live, False))
-    return sorted(out, key=lambda rh: rh[0].rank)
-
-
-def _targets(ranks: Sequence[tuple[RankProgress, str]]) -> list[Target]:
-    return [
-        Target(
-            rank=r.rank,
-            pid=r.pid,
-            host=host,
-            role=r.role,
-            replica_id=r.replica_id,
-            exit_code=r.exit_code,
-            ended=not r.running,
-        )
-        for r, host in ranks
-    ]
+        out.extend(agent_ranks(agent, role, k, env, start, live, False, host=host))
+    return sorted(out, key=lambda r: r.rank)
 
 
 def _run(argv: list[str], check: bool = False, timeout: float = 120.0) -> Any:
@@ -88,80 +71,62 @@ def _run(argv: list[str], check: bool = False, timeout: float = 120.0) -> Any:
         return subprocess.CompletedProcess(argv, 1, "", str(e))
 
 
-def fire(
-    job_dir: Path,
-    job_id: str,
-    ranks: Sequence[tuple[RankProgress, str]],
-    idle: float,
-    timeout: float,
-    on_hang: str,
-    retries: int,
-) -> str:
-    """Dump, record, act; return the action taken."""
-    prev = store.read_json_or_none(job_dir / WATCHDOG_FILE) or {}
-    n = int(prev.get("hangs") or 0) + 1
-    taken = time.time()
-    dumped = dump_targets(job_id, _targets(ranks), sys.executable, False, _run)
-    groups = stacks.group(dumped)
-    txt, js = job_dir / f"hang-{n}.txt", job_dir / f"hang-{n}.json"
-    what = f"no output or metrics from any rank for {duration(idle)}"
-    with contextlib.suppress(OSError, StoreError):
-        txt.write_text(f"# {what}\n{stacks.render_text(groups)}\n", encoding="utf-8")
-        store.write_json(js, {**stacks.document(dumped, taken), "idle_s": round(idle, 1)})
-    restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
-    action = on_hang
-    if action == "restart" and restarts >= retries:
-        action = "stop"
-    rec = {
-        "hangs": n,
-        "at": taken,
-        "idle_s": round(idle, 1),
-        "timeout": timeout,
-        "on_hang": on_hang,
-        "action": action,
-        "dump": str(txt),
-        "dump_json": str(js),
-        "summary": stacks.summary_lines(groups),
-    }
-    with contextlib.suppress(OSError, StoreError):
-        store.write_json(job_dir / WATCHDOG_FILE, rec)
-    print(f"trainlaunch watchdog: hung: {what}; action: {action}; stacks in {txt}", flush=True)
-    if action == "restart":
-        note_hang(job_dir, restarts)  # the attempt history says why it ended
-        _run(["scontrol", "requeue", job_id])
-    elif action == "stop":
-        _run(["scancel", job_id])
-    return action
+def _restart_count() -> int:
+    return int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchJob:
+    """One Slurm job, as its job dir shows it (a stacks.watchdog.WatchedApp)."""
+
+    job_dir: Path
+    job_id: str
+    retries: int  # the job's max_retries
+
+    @property
+    def record_dir(self) -> Path:
+        """The job dir: ``status`` reads watchdog.json there."""
+        return self.job_dir
+
+    @property
+    def dump_dir(self) -> Path:
+        """The job dir, next to the record."""
+        return self.job_dir
+
+    def ranks(self) -> list[RankProgress]:
+        """Every dist.ddp rank the job dir records."""
+        return job_ranks(self.job_dir)
+
+    def dump(self, targets: list[Target]) -> list[RankStack]:
+        """py-spy on every node at once: one srun --overlap step."""
+        return dump_targets(self.job_id, targets, sys.executable, False, _run)
+
+    def restarts_left(self) -> bool:
+        """The job's restarts (status's count: not its requeues) are below its max_retries."""
+        return num_restarts(self.job_dir) < self.retries
+
+    def restart(self, hang: watchdog.Hang) -> None:
+        """``scontrol requeue``: the attempt history says why this attempt ended (and counts
+        the restart; when it cannot, ``scancel``, so that restarts never go on unbounded)."""
+        if note_hang(self.job_dir, _restart_count()):
+            _run(["scontrol", "requeue", self.job_id])
+        else:
+            self.stop(hang)
+
+    def stop(self, hang: watchdog.Hang) -> None:
+        """``scancel``: the job ends CANCELLED; status says it hung (slurm/stacks.py)."""
+        _run(["scancel", self.job_id])
 
 
 def watch(job_dir: Path, timeout: float, on_hang: str, retries: int, batch_pid: int) -> int:
     """Poll until the batch script ends (or the watchdog stopped/requeued the job)."""
-    job_id = os.environ.get("SLURM_JOB_ID", "")
-    fired_at: float | None = None
-    while _alive(batch_pid):
-        time.sleep(POLL_S)
-        ranks = job_ranks(job_dir)
-        running = [r for r, _ in ranks if r.running]
-        if not running:
-            continue
-        newest = max(r.last_progress() for r in running)
-        idle = time.time() - newest
-        if idle < timeout or fired_at == newest:
-            continue
-        fired_at = newest
-        if fire(job_dir, job_id, ranks, idle, timeout, on_hang, retries) != "none":
-            return 0
+    job = BatchJob(job_dir, os.environ.get("SLURM_JOB_ID", ""), retries)
+    batch_ticks = processes.start_ticks(batch_pid)  # a reused pid is not the batch script
+    watchdog.watch(
+        watchdog.Watchdog(job, timeout, on_hang),
+        lambda: processes.same_process_alive(batch_pid, batch_ticks),
+    )
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv: Sequence[str]) -> int:
@@ -180,4 +145,4 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv))
 
 
-__all__ = ["WATCHDOG_FILE", "fire", "job_ranks", "main", "watch"]
+__all__ = ["BatchJob", "job_ranks", "main", "watch"]

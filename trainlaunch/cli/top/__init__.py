@@ -1,0 +1,1 @@
+"""`trainlaunch top`: running apps, live, in the terminal (docs/top.md)."""
