@@ -29,6 +29,8 @@ class Context:
     scratch: Path
     peers: Peers
     python: Path = Path(sys.executable)  # the interpreter trainlaunch is installed in
+    # label -> site directory of a variant of trainlaunch (bench/variants.py, --before)
+    variants: dict[str, Path] = dataclasses.field(default_factory=dict)
     _finished: str | None = None
 
     @property
@@ -93,6 +95,14 @@ class Context:
         if script.exists():
             return [str(script)]
         return [str(self.python), "-m", "trainlaunch"]
+
+    def variant_tl(self, label: str) -> list[str]:
+        """The console script of a variant (run it with variant_env(label))."""
+        return [str(self.variants[label] / "bin" / "trainlaunch")]
+
+    def variant_env(self, label: str, **extra: str) -> dict[str, str]:
+        """env() with PYTHONPATH naming the variant's site, inherited by all its processes."""
+        return self.env(PYTHONPATH=str(self.variants[label]), **extra)
 
     def tl_out(
         self, *args: str, home: Path | None = None, cwd: Path | None = None, timeout: float = 120

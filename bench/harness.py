@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 MIB = 1024 * 1024
+Points = list[tuple[float, float]]
 
 
 class BenchError(RuntimeError):
@@ -209,8 +210,9 @@ class Table:
     title: str
     rows: list[Row]
     notes: list[str] = dataclasses.field(default_factory=list)
-    # chart title -> (x, y) points, drawn by `bench/run.py --plot DIR`
-    series: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    # chart title -> (x, y) points, or line label -> points for several lines in one chart;
+    # drawn by `bench/run.py --plot DIR`
+    series: dict[str, Points | dict[str, Points]] = dataclasses.field(default_factory=dict)
 
     def render(self) -> str:
         """Fixed-width text: metric, trainlaunch, peer, peer value, ratio, target, result."""

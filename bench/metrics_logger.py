@@ -84,6 +84,17 @@ def run(ctx: Context) -> list[Table]:
                 rows.append(row)
             else:
                 rows.append(compare(label, mine["rate"], per_second, name, other["rate"], target))
+    mine, nemo = res.get("ours/float", {}), res.get("nemo/float", {})
+    if mine.get("cpu_rate") and nemo.get("cpu_rate"):  # CPU time: steadier on a shared machine
+        rows.append(
+            compare(
+                "python floats, per CPU second",
+                mine["cpu_rate"],
+                per_second,
+                "nemo-automodel 0.7.0",
+                nemo["cpu_rate"],
+            )  # fmt: skip
+        )
     notes = []
     for logger in ("ours", "nemo"):
         base = res.get(f"{logger}/float", {}).get("rate")

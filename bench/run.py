@@ -23,15 +23,20 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # `python bench/run.py` works
 
 from bench import (  # noqa: E402
+    c10d_scale,
     cli_latency,
     launch,
     logs_throughput,
+    many_ranks,
     memory,
     metrics_logger,
+    preflight,
     run_latency,
     scaling,
     store_scale,
     supervisor_cost,
+    sweep_queue,
+    variants,
 )
 from bench.context import Context  # noqa: E402
 from bench.harness import Row, Table  # noqa: E402
@@ -49,9 +54,13 @@ BENCHMARKS: dict[str, ModuleType] = {
         memory,
         supervisor_cost,
         scaling,
+        c10d_scale,
+        preflight,
+        many_ranks,
+        sweep_queue,
     )
 }
-SMOKE = ("cli", "store", "logs", "metrics", "supervisor")  # the tiny run of the test suite
+SMOKE = ("cli", "store", "logs", "metrics", "supervisor", "c10d")  # the tiny run of the test suite
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -87,6 +96,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="venv (default): the working tree installed as a wheel into a clean "
         "venv in the bench cache; here: the trainlaunch of this interpreter "
         "(the default of --smoke)",
+    )
+    p.add_argument(
+        "--before",
+        metavar="REV",
+        help="also measure the tree at git REV beside the working tree, interleaved (benchmarks "
+        "run and launch add rows after vs before; bench/variants.py)",
     )
     p.add_argument("--json", metavar="FILE", help="also write every row to FILE as JSON")
     p.add_argument(
@@ -137,7 +152,8 @@ def error_table(name: str, exc: BaseException) -> Table:
 
 
 def plot_series(tables: list[Table], directory: Path) -> list[Path]:
-    """One log-log PNG per series (cost against size); needs matplotlib (the dev extra)."""
+    """One log-log PNG per series (cost against size; several lines where a series has them,
+    ours and a peer's); needs matplotlib (the dev extra)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -147,15 +163,20 @@ def plot_series(tables: list[Table], directory: Path) -> list[Path]:
     written = []
     for table in tables:
         for title, points in table.series.items():
-            if len(points) < 2:
+            lines = points if isinstance(points, dict) else {"": points}
+            if max((len(p) for p in lines.values()), default=0) < 2:
                 continue
             fig, ax = plt.subplots(figsize=(6, 4))
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker="o")
+            for label, line in lines.items():
+                if line:
+                    xs, ys = zip(*line, strict=True)
+                    ax.plot(xs, ys, marker="o", label=label or None)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(title)
             ax.grid(True, which="both", alpha=0.3)
+            if len(lines) > 1:
+                ax.legend()
             fig.tight_layout()
             slug = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
             path = directory / f"{slug}.png"
@@ -187,6 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     print(header(mode, peers, python, how), flush=True)
     scratch = Path(tempfile.mkdtemp(prefix="trainlaunch-bench-"))
     ctx = Context(mode=mode, scratch=scratch, peers=peers, python=python)
+    if args.before:
+        ctx.variants = variants.prepare(python, REPO, args.before, cache_dir())
+        sha = (ctx.variants["before"] / "REV").read_text()
+        print(f"  before: {args.before} = {sha} (in {ctx.variants['before']})")
+        print(f"  after: the working tree (in {ctx.variants['after']})", flush=True)
     tables: list[Table] = []
     errors = 0
     try:

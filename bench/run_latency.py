@@ -9,6 +9,7 @@ blocks on local apps).
 
 from __future__ import annotations
 
+import functools
 import tempfile
 
 from bench.context import Context
@@ -26,6 +27,7 @@ from bench.harness import (
 )
 
 NAME = "run"
+GOAL = Target("<=", 1.5)  # issue 26: run (detached) to the handle <= 1.5 x --help
 
 
 def run(ctx: Context) -> list[Table]:
@@ -33,9 +35,9 @@ def run(ctx: Context) -> list[Table]:
     env, cwd = ctx.env(), ctx.scratch
     echo = ["utils.echo", "--msg", "hi"]
 
-    def detached() -> Sample:
+    def detached(tl: list[str] = ctx.tl, env: dict[str, str] = env) -> Sample:
         with tempfile.TemporaryFile() as out:
-            sample = run_cmd([*ctx.tl, "run", *echo], env=env, cwd=cwd, stdout=out)
+            sample = run_cmd([*tl, "run", *echo], env=env, cwd=cwd, stdout=out)
             out.seek(0)
             handle = out.read().decode().strip()
         if not handle.startswith("local://"):
@@ -54,7 +56,11 @@ def run(ctx: Context) -> list[Table]:
             env=ctx.peer_env(),
             cwd=cwd,
         )
-    stats = measure(cases, repeats=ctx.pick(7, 3, 1), warmup=ctx.pick(1, 1, 0))
+    for label in ctx.variants:  # --before: both trees, interleaved with the rest
+        venv = ctx.variant_env(label)
+        cases[f"{label}: run (detached)"] = functools.partial(detached, ctx.variant_tl(label), venv)
+        cases[f"{label}: --help"] = cmd_case([*ctx.variant_tl(label), "--help"], env=venv, cwd=cwd)
+    stats = measure(cases, repeats=ctx.pick(7, 3, 1) * (3 if ctx.variants else 1), warmup=1)
     rows = [
         compare(
             "run (detached) -> handle",
@@ -62,9 +68,32 @@ def run(ctx: Context) -> list[Table]:
             seconds,
             "trainlaunch --help",
             stats["--help"].wall,
-            Target("<=", 2.0),
+            GOAL,
         )
     ]
+    for label in ctx.variants:
+        for what, clock in (("wall", "wall"), ("cpu", "cpu")):
+            rows.append(
+                compare(
+                    f"{label}: run (detached) -> handle, {what}",
+                    getattr(stats[f"{label}: run (detached)"], clock),
+                    seconds,
+                    f"{label}: --help",
+                    getattr(stats[f"{label}: --help"], clock),
+                    GOAL if label == "after" else None,
+                )
+            )
+    if ctx.variants:
+        for what, clock in (("wall", "wall"), ("cpu", "cpu")):
+            rows.append(
+                compare(
+                    f"run (detached) -> handle, {what}: after vs before",
+                    getattr(stats["after: run (detached)"], clock),
+                    seconds,
+                    "before",
+                    getattr(stats["before: run (detached)"], clock),
+                )
+            )
     if "torchx run -s local_cwd" in stats:
         rows.append(
             compare(

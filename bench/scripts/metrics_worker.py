@@ -63,8 +63,8 @@ def load_nemo(path: str) -> Any:
     return module
 
 
-def timed_logger(module: Any, kind: str, n: int, path: str, fsync: bool) -> float:
-    """One timed run of module.MetricLogger; seconds."""
+def timed_logger(module: Any, kind: str, n: int, path: str, fsync: bool) -> tuple[float, float]:
+    """One timed run of module.MetricLogger; (wall, CPU) seconds."""
     build = kind == "float-build"  # samples made inside the timed loop, as a training loop does
     rows = [dict(zip(NAMES, values(kind, i), strict=True)) for i in range(n)]
     samples = (
@@ -76,7 +76,7 @@ def timed_logger(module: Any, kind: str, n: int, path: str, fsync: bool) -> floa
         os.unlink(path)
     gc.collect()
     gc.freeze()  # the prebuilt samples must not make every collection in the timed loop slower
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     logger = module.MetricLogger(path, flush=fsync, buffer_size=100)
     if kind == "float-flush100":
         for i, sample in enumerate(samples):
@@ -91,19 +91,19 @@ def timed_logger(module: Any, kind: str, n: int, path: str, fsync: bool) -> floa
         for sample in samples:
             logger.log(sample)
     logger.close()
-    elapsed = time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0, time.process_time() - c0
     gc.unfreeze()
     return elapsed
 
 
-def timed_raw(kind: str, n: int, path: str) -> float:
+def timed_raw(kind: str, n: int, path: str) -> tuple[float, float]:
     """json.dumps + write per record (tensor/np32 values converted with .item())."""
     records = [dict(zip(NAMES, values(kind, i), strict=True)) for i in range(n)]
     stamp = "2026-11-29T20:29:07.207Z"
     convert = kind in ("tensor", "np32")
     gc.collect()
     gc.freeze()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with open(path, "w", encoding="utf-8") as f:
         for i, metrics in enumerate(records):
             if convert:
@@ -112,7 +112,7 @@ def timed_raw(kind: str, n: int, path: str) -> float:
             if kind == "float-fsync" and i % 100 == 99:
                 f.flush()
                 os.fsync(f.fileno())
-    elapsed = time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0, time.process_time() - c0
     gc.unfreeze()
     return elapsed
 
@@ -153,7 +153,7 @@ def main() -> None:
             if name in errors:
                 out[f"{name}/{kind}"] = {"rate": None, "error": errors[name]}
         live = [name for name in names if name not in errors]
-        times: dict[str, list[float]] = {name: [] for name in live}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in live}
         for _ in range(int(cfg["repeats"])):
             for name in list(live):  # round-robin: load from elsewhere hits every logger alike
                 key = f"{name}/{kind}"
@@ -173,7 +173,13 @@ def main() -> None:
                     out[key] = {"rate": None, "error": f"{type(e).__name__}: {str(e)[:80]}"}
                     live.remove(name)
         for name in live:
-            out[f"{name}/{kind}"] = {"rate": n / statistics.median(times[name]), "error": None}
+            walls = [wall for wall, _ in times[name]]
+            cpus = [cpu for _, cpu in times[name]]
+            out[f"{name}/{kind}"] = {
+                "rate": n / statistics.median(walls),
+                "cpu_rate": n / statistics.median(cpus),  # steadier on a shared machine
+                "error": None,
+            }
     print(json.dumps(out))
 
 
