@@ -261,13 +261,18 @@ MARK_BY_FIXTURE = {"slurm_nodes": "slurm"}
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: the markers added here count
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests by the fixtures they use; put every Slurm test on one xdist worker (the
-    cluster is shared: two jobs asking for both nodes would only queue behind each other)."""
+    cluster is shared: two jobs asking for both nodes would only queue behind each other);
+    give a serial test time to wait for the machine."""
     for item in items:
         for fixture, mark in MARK_BY_FIXTURE.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(mark)
         if item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+        if item.get_closest_marker("serial") and not item.get_closest_marker("timeout"):
+            # pytest-timeout counts the setup, where a serial test waits for the tests already
+            # running on the other workers to end (each within the 300 s timeout)
+            item.add_marker(pytest.mark.timeout(600))
 
 
 @pytest.fixture(autouse=True)
@@ -275,10 +280,19 @@ def machine_share(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:
     """`serial` tests run alone: an exclusive lock that every other test shares, across the
-    workers of one `pytest -n N` run (their temporary directories have one parent)."""
+    workers of one `pytest -n N` run (their temporary directories have one parent).
+
+    Every test passes a gate first, and a serial test keeps it while it waits for the lock:
+    otherwise the other workers' tests, each taking the shared lock before the last let go,
+    could keep it from a waiting serial test for ever (290 s at `-n 4`, seen on 2026-12-07).
+    """
     base = tmp_path_factory.getbasetemp()
-    lock = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "serial.lock"
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     exclusive = request.node.get_closest_marker("serial") is not None
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    with open(root / "serial.gate", "a") as gate, open(root / "serial.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
         yield
