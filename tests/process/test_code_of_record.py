@@ -106,4 +106,4 @@ def test_a_slow_git_is_cut_off_at_the_bound(
     code = code_record(str(tmp_path / "elsewhere"))
     took = time.monotonic() - t
     assert code == {"git": None, "why": f"not recorded: git took longer than {TIMEOUT_S:g} s"}
-    assert took < TIMEOUT_S + 1.0, took
+    assert took < 10, took  # cut off, not waited out (the fake git sleeps 30 s)

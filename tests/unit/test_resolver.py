@@ -70,21 +70,18 @@ def test_list_components_lists_builtins_with_descriptions() -> None:
 
 def test_list_components_imports_no_component_module() -> None:
     code = textwrap.dedent("""
-        import json, sys, time
-        t = time.perf_counter()
+        import json, sys
         from trainlaunch.resolver import list_components
         rows = list_components()
-        elapsed = time.perf_counter() - t
         loaded = [m for m in sys.modules if m.startswith("trainlaunch.components.")
                   or m.split(".")[0] in ("torch", "numpy", "click", "rich")]
-        print(json.dumps({"rows": len(rows), "loaded": loaded, "elapsed": elapsed}))
+        print(json.dumps({"rows": len(rows), "loaded": loaded}))
     """)
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
     )
     result = json.loads(out.stdout)
     assert result["rows"] >= 7 and result["loaded"] == []
-    assert result["elapsed"] < 2.0  # generous: a few ms on a quiet machine
 
 
 def test_private_helpers_are_not_components() -> None:
