@@ -47,6 +47,7 @@ from trainlaunch import settings
 from trainlaunch.errors import UsageError
 from trainlaunch.schedulers import ALIASES as SCHEDULER_ALIASES
 from trainlaunch.schedulers import DEFAULT_SCHEDULER
+from trainlaunch.values import frozen
 
 if TYPE_CHECKING:
     from trainlaunch.options import runopts
@@ -74,7 +75,7 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(settings.RankSettings
 _TOP = ("run", "scheduler", "component")
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class ConfigFile:
     """One file that was read, already validated."""
 
@@ -85,7 +86,7 @@ class ConfigFile:
     components: Mapping[str, Mapping[str, Any]]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Config:
     """The merged view of the project file, the user file and the environment."""
 

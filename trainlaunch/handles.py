@@ -8,10 +8,10 @@ digits and ``_ . : -`` and cannot be ``.`` or ``..``; a sweep id is 10 letters a
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from trainlaunch.errors import UsageError
+from trainlaunch.values import frozen
 
 DEFAULT_SESSION = "trainlaunch"
 # \Z, not $: "$" also matches before a trailing newline ("local\n" would pass)
@@ -23,7 +23,7 @@ SWEEP_ID_RE = re.compile(r"^[a-z2-9]{10}\Z")
 SWEEP_PREFIX = "sweep:"  # the app-id part of a sweep handle: local://SESSION/sweep:ID
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class AppHandle:
     """A parsed app handle."""
 
@@ -35,7 +35,7 @@ class AppHandle:
         return f"{self.scheduler}://{self.session}/{self.app_id}"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class SweepHandle:
     """A parsed sweep handle: ``scheduler://session/sweep:ID`` names every app of a sweep.
 
@@ -124,7 +124,7 @@ def _build(scheduler: str, session: str, app_id: str, original: str) -> AppHandl
     return AppHandle(scheduler, session or DEFAULT_SESSION, app_id)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class LogTarget:
     """``HANDLE[/ROLE[/REPLICA,...]]`` as given to ``trainlaunch logs`` (a sweep's: each point's)."""
 

@@ -8,13 +8,13 @@ separators inside a value.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Union
 
 from trainlaunch.errors import UsageError
+from trainlaunch.values import frozen
 
 CfgVal = Union[str, int, float, bool, list[str], dict[str, str], None]  # noqa: UP007 (3.10 runtime alias)
 _TYPES = {
@@ -29,7 +29,7 @@ _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n"}
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class runopt:  # noqa: N801 (TorchX's spelling)
     """One typed option of a scheduler."""
 

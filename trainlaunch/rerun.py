@@ -19,6 +19,7 @@ from trainlaunch.errors import UsageError
 from trainlaunch.handles import AppHandle
 from trainlaunch.schedulers.api import DescribeAppResponse
 from trainlaunch.specs import RUN_RECORD_KEY, CfgVal
+from trainlaunch.values import frozen
 
 META_KEY = RUN_RECORD_KEY  # AppDef.metadata key: {component, args, cwd, code[, rerun_of]}
 
@@ -43,7 +44,7 @@ def run_record(
     return rec
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RerunPlan:
     """Everything needed to dry-run the app again."""
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainlaunch.errors import UsageError
+from trainlaunch.values import frozen
 
 # --- rank settings (injected into every rank) -------------------------------------------------
 SEED = "TRAINLAUNCH_SEED"
@@ -134,7 +135,7 @@ def is_builtin_namespace(name: str) -> bool:
     return "." not in name and ":" not in name
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RankSettings:
     """The three settings every rank receives (seed, export strategy, metrics path)."""
 

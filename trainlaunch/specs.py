@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from trainlaunch.errors import UsageError
+from trainlaunch.values import frozen
 
 # AppDef.metadata key of the run record: {component, args, cwd, code[, rerun_of]} (rerun.py)
 RUN_RECORD_KEY = "trainlaunch_run"
@@ -77,7 +78,7 @@ class RetryPolicy(str, enum.Enum):
     ROLE = "ROLE"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Resource:
     """What one replica asks for."""
 
@@ -121,7 +122,7 @@ class Resource:
 PROGRAM = "trainlaunch.program"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Role:
     """A set of identical replicas running one entrypoint."""
 
@@ -229,7 +230,7 @@ class Role:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class AppDef:
     """An application: a name and one or more roles."""
 
@@ -299,7 +300,7 @@ class AppDef:
 SLOT_GROUP = "trainlaunch.slot_group"  # AppDef.metadata key of the app's SlotGroup
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class SlotGroup:
     """At most ``size`` apps of the group ``name`` run at once; the others wait as PENDING.
 
@@ -368,7 +369,7 @@ class macros:  # noqa: N801 (TorchX's spelling)
 # --- status -------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class ReplicaStatus:
     """The state of one replica (one process, node or pod)."""
 
@@ -396,7 +397,7 @@ class ReplicaStatus:
         return cls(**kw)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RoleStatus:
     """The replicas of one role."""
 
@@ -415,7 +416,7 @@ def _ended_with(state: AppState, replicas: Iterable[ReplicaStatus]) -> int | Non
     return next((c for c in codes if c != 0), codes[0] if codes else None)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Attempt:
     """One run of the whole app: why it ended (requeues and restarts start new attempts)."""
 
@@ -448,7 +449,7 @@ class Attempt:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class AppStatus:
     """The state of an app as a scheduler reports it."""
 
@@ -495,7 +496,7 @@ class AppStatus:
         }
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class ReplicaPlan:
     """One process a backend will start, when it plans them one by one (local)."""
 
@@ -520,7 +521,7 @@ class ReplicaPlan:
         }
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class AppDryRunInfo:
     """What a scheduler would submit: the request and how to print it exactly."""
 

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 # a module may import only from layers strictly below its own (or from its own package)
 LAYERS: dict[str, int] = {
     "errors": 0,
+    "values": 0,  # @value: frozen dataclasses made without compiling code at import
     "handles": 1,  # the handle grammar: part of the nouns, below specs
     "ranklist": 1,  # the rank-list grammar (0,2-7)
     "options": 1,  # runopts (typed scheduler options): part of the nouns, below specs

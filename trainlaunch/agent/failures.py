@@ -10,7 +10,6 @@ failed (trainlaunch/diagnosis).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import socket
 import time
@@ -21,11 +20,12 @@ from trainlaunch.diagnosis.traceback import last_traceback
 from trainlaunch.diagnosis.values import Diagnosis
 from trainlaunch.node.exits import shell_code, signal_name
 from trainlaunch.ranklist import rank_list
+from trainlaunch.values import frozen
 
 STDERR_SCAN_BYTES = 8 << 20  # how much of a rank's stderr (its end) is searched for the traceback
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Failure:
     """One worker that exited non-zero (before the agent stopped the others)."""
 

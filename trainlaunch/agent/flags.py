@@ -9,13 +9,13 @@ beyond the environment mapping it is given; never imports torch.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import signal
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from trainlaunch.errors import UsageError
+from trainlaunch.values import frozen
 
 Kind = Literal["str", "int", "float", "bool", "list"]
 ENGINES = ("auto", "agent", "torchrun")
@@ -25,7 +25,7 @@ MAX_NPROC_PER_NODE = 1024  # workers one node can run; refused before any per-ra
 MAX_NNODES = 100_000  # specs.MAX_REPLICAS: no backend runs more nodes
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Flag:
     """One torchrun option: its destination, spellings, kind and default."""
 
@@ -293,7 +293,7 @@ NOT_TORCHRUNS = frozenset({"engine", *(f.dest for f in PREFLIGHT_FLAGS)})
 BY_DEST: Mapping[str, Flag] = {f.dest: f for f in AGENT_FLAGS}
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class AgentArgs:
     """Resolved flags (command line > PET_* > default) plus the training command."""
 
@@ -394,7 +394,7 @@ def parser(prog: str = "python -m trainlaunch.agent") -> argparse.ArgumentParser
     return p
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class _Converter:
     """argparse ``type=``: one flag's conversion, errors as argparse's own."""
 

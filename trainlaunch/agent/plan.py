@@ -7,7 +7,6 @@ without starting anything. The rendezvous rules mirror ``torch.distributed.run.r
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -17,13 +16,14 @@ from trainlaunch import settings
 from trainlaunch.agent import flags
 from trainlaunch.agent.devices import local_nproc
 from trainlaunch.errors import UsageError
+from trainlaunch.values import frozen
 
 AGENT = "agent"
 TORCHRUN = "torchrun"
 LOCAL_HOSTS = frozenset({"", "localhost", "127.0.0.1", "::1", "0.0.0.0"})
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class NodePlan:
     """Everything the torch-free agent needs to start this node's workers."""
 

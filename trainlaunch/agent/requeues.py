@@ -15,9 +15,10 @@ import dataclasses
 from collections.abc import Mapping
 
 from trainlaunch import settings
+from trainlaunch.values import frozen
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class PodAttempt:
     """What the counts say: variables for the ranks, a line for the log, and whether to stop."""
 

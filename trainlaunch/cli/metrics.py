@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -16,6 +15,7 @@ from trainlaunch.handles import Handle
 from trainlaunch.metrics.reader import json_safe
 from trainlaunch.schedulers.api import DescribeAppResponse
 from trainlaunch.sweeps.status import SweepDescription
+from trainlaunch.values import frozen
 
 FOLLOW_INTERVAL = 1.0  # seconds between re-reads of the metrics files (the runner's poller)
 
@@ -149,7 +149,7 @@ def command(
         _show(runner.describe_handle(handle), runner, handle, ask)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Ask:
     """What the command line asks of the metrics."""
 

@@ -14,11 +14,12 @@ from collections.abc import Sequence
 
 from trainlaunch.diagnosis import values as v
 from trainlaunch.diagnosis.values import Diagnosis
+from trainlaunch.values import frozen
 
 _NOT_CAUSES = (v.FALLOUT, v.RENDEZVOUS_TIMEOUT, v.STOPPED)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class NodeOutcome:
     """One node (replica) of the app: who it is, and its diagnosis if it failed."""
 

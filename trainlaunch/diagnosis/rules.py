@@ -16,6 +16,7 @@ from trainlaunch.diagnosis import values as v
 from trainlaunch.diagnosis.traceback import Traceback, last_traceback, strip_prefix
 from trainlaunch.diagnosis.values import Diagnosis, human_bytes
 from trainlaunch.ranklist import rank_list
+from trainlaunch.values import frozen
 
 _IN_USE = re.compile(r"EADDRINUSE|[Aa]ddress already in use|Errno 98")
 _PORT = re.compile(r"\bport[:= ]\s*(\d{1,5})\b|:(\d{2,5})\b")
@@ -50,7 +51,7 @@ _HOST_ALLOC = re.compile(
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RankEnd:
     """What is known of one rank that ended badly (all optional but the exit code)."""
 

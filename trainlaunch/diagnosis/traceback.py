@@ -8,8 +8,9 @@ after the frames (torch's ``[rankN]: `` prefix and chained exceptions are unders
 
 from __future__ import annotations
 
-import dataclasses
 import re
+
+from trainlaunch.values import frozen
 
 START = "Traceback (most recent call last):"
 _TORCH_PREFIX = re.compile(r"^\[rank\d+\]: ?")
@@ -21,7 +22,7 @@ _CHAINED = (
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Traceback:
     """The last traceback: its lines, the exception and where it was raised."""
 

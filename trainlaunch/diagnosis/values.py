@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
+
+from trainlaunch.values import frozen
 
 # the kinds (docs/failures.md has one section each)
 OOM_KILLED = "oom_killed"  # the kernel's OOM killer (cgroup or node)
@@ -27,7 +28,7 @@ KINDS = (
 )  # fmt: skip
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Diagnosis:
     """Why an app (or one of its ranks) failed."""
 

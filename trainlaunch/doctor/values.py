@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Sequence
 from typing import Any
+
+from trainlaunch.values import frozen
 
 
 class Status(str, enum.Enum):
@@ -17,7 +18,7 @@ class Status(str, enum.Enum):
     SKIP = "skip"  # not configured here, or not checkable (no GPU is ok, not skip)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Check:
     """One line of the doctor's table."""
 

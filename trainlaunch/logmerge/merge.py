@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from trainlaunch.logmerge.ranks import Writer
 from trainlaunch.stacks.values import rank_list
+from trainlaunch.values import frozen
 
 EXACT, FUZZY = "exact", "fuzzy"
 MODES = (EXACT, FUZZY)
@@ -26,7 +27,7 @@ READ_WINDOW_LINES = 2000  # a finished log: copies further apart than this are n
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Merged:
     """One line as shown: its text and everyone who wrote it."""
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from trainlaunch import settings, specs
 from trainlaunch.errors import UsageError
+from trainlaunch.values import frozen
 
 TEMPLATE_ENV = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"
 
@@ -45,7 +46,7 @@ class Writer(NamedTuple):
         return f"[{self.role}/{self.replica} rank {self.rank}]"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class TeeFormat:
     """How one replica's console marks its workers' lines, and how their ranks are numbered."""
 

@@ -9,17 +9,17 @@ rank's urgent ones (warnings, errors, tracebacks, debugger prompts: logmerge/urg
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Sequence
 
 from trainlaunch.logmerge.merge import Merged, Merger
 from trainlaunch.logmerge.ranks import TeeFormat, Writer
 from trainlaunch.logmerge.urgent import Urgency
+from trainlaunch.values import frozen
 
 Item = tuple[Hashable, TeeFormat, str]  # (the caller's name for the source, its format, a line)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class ViewOptions:
     """How to show the lines: merge mode (None: one line per line), ranks kept, the window."""
 

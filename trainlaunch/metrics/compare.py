@@ -9,19 +9,19 @@ and the maximum otherwise.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from trainlaunch.errors import UsageError
 from trainlaunch.metrics import reader as mr
+from trainlaunch.values import frozen
 
 LOWER_IS_BETTER = ("loss", "err", "perplexity", "mse", "mae")
 MARKS = "*o+x#@%&"  # the chart's markers, in app order
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class AppMetrics:
     """One app to compare: its handle, its sweep parameters (maybe none), its metrics."""
 

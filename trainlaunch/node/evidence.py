@@ -7,17 +7,18 @@ when a rank fails; trainlaunch/diagnosis turns it into one line.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 from pathlib import Path
+
+from trainlaunch.values import frozen
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _UNLIMITED = 1 << 62  # cgroup v1 says "no limit" with a number near 2**63
 KMSG_MAX_RECORDS = 200_000  # the kernel's ring buffer, read once (a few MiB at most)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class MemoryCgroup:
     """A process's memory cgroup (v1's memory controller, or v2's unified one)."""
 

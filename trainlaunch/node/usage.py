@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 from trainlaunch.node.processes import stat_fields
+from trainlaunch.values import frozen
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Usage:
     """CPU time so far (user + system, seconds) and resident memory (bytes)."""
 

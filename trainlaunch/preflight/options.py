@@ -7,12 +7,12 @@ node agents' ``--preflight*`` flags (agent/request.py), so ``--dryrun`` shows th
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from trainlaunch.errors import UsageError
 from trainlaunch.options import at_least, runopts
+from trainlaunch.values import frozen
 
 # What the nodes must share, by default all of it. ``env`` is every NCCL_*, TORCH_* and
 # CUDA_* variable; ``env:NAME`` adds (and matches) one more variable.
@@ -84,7 +84,7 @@ def add_runopts(opts: runopts, exclude_bad_nodes: bool = False) -> None:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class PreflightOptions:
     """What a preflight checks: the fields that must match, the slow factor, the time limit."""
 

@@ -15,10 +15,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainlaunch.values import frozen
+
 EVERY_NODE = "every node"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Problem:
     """One thing that stops the job: on which node (None: every node), what, and the fix."""
 
@@ -47,7 +49,7 @@ class Problem:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Verdict:
     """A preflight's outcome for the whole job (node 0's agent decides; every node reads it)."""
 

@@ -9,19 +9,19 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trainlaunch.errors import ComponentError
 from trainlaunch.resolver.signature import Option, Spec, VarArgs
+from trainlaunch.values import frozen
 
 HELP_FLAGS = ("-h", "--help")
 _P = inspect.Parameter
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Parsed:
     """The result of parsing argv: values given, positional rest, or a help request."""
 

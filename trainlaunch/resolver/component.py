@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +18,7 @@ from trainlaunch.resolver.arguments import (
 from trainlaunch.resolver.helptext import render_help
 from trainlaunch.resolver.signature import Spec, build_spec
 from trainlaunch.specs import AppDef
+from trainlaunch.values import frozen
 
 
 class HelpRequested(Exception):
@@ -29,7 +29,7 @@ class HelpRequested(Exception):
         self.text = text
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Component:
     """A resolved component: the name as typed, its function, and where it came from."""
 

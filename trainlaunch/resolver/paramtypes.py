@@ -15,6 +15,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Union
 
+from trainlaunch.values import frozen
+
 _TRUE = frozenset({"1", "true", "yes", "on", "y"})
 _FALSE = frozenset({"0", "false", "no", "off", "n"})
 
@@ -23,7 +25,7 @@ class Unsupported(Exception):
     """The annotation cannot be expressed on a command line."""
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Scalar:
     """One scalar type: its help label, a text parser and a typed-value checker."""
 
@@ -33,7 +35,7 @@ class Scalar:
     choices: tuple[str, ...] = ()
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class TypeInfo:
     """How one parameter is given: kind, element types and whether None is allowed."""
 

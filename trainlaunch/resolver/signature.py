@@ -27,12 +27,13 @@ from trainlaunch.resolver.paramtypes import (
     type_info,
     type_name,
 )
+from trainlaunch.values import frozen
 
 REQUIRED: Any = inspect.Parameter.empty
 _P = inspect.Parameter
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Option:
     """One keyword parameter of a component, as a command-line option."""
 
@@ -53,7 +54,7 @@ class Option:
         return self.names[0]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class VarArgs:
     """The component's ``*args`` parameter."""
 
@@ -62,7 +63,7 @@ class VarArgs:
     help: str
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Spec:
     """Everything needed to parse a component's command line and call it."""
 

@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from trainlaunch.errors import UsageError
 from trainlaunch.schedulers.api import Capabilities
 from trainlaunch.specs import CfgVal, runopts
+from trainlaunch.values import frozen
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class CfgRequest:
     """What a command (or a caller) asks of a backend's options, over the base."""
 

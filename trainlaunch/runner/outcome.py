@@ -13,12 +13,12 @@ and when every app SUCCEEDED: exit 0. One app is the case of many with one.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from trainlaunch.errors import ExitCode
 from trainlaunch.settings import PREFLIGHT_EXIT_CODE
 from trainlaunch.specs import AppState, AppStatus
+from trainlaunch.values import frozen
 
 # the states that decide, strongest first, and the exit code each gives
 _RULE: tuple[tuple[frozenset[AppState], AppState, ExitCode], ...] = (
@@ -28,7 +28,7 @@ _RULE: tuple[tuple[frozenset[AppState], AppState, ExitCode], ...] = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Outcome:
     """How waiting ended: the deciding state, the apps in it and the exit code."""
 

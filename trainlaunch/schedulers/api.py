@@ -32,6 +32,7 @@ from trainlaunch.specs import (
     CfgVal,
     runopts,
 )
+from trainlaunch.values import frozen
 
 if TYPE_CHECKING:  # annotations only: stacks is imported where stacks are read
     from trainlaunch.stacks.values import RankStack
@@ -55,7 +56,7 @@ class Stream(str, enum.Enum):
     COMBINED = "combined"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class DescribeAppResponse:
     """Everything a backend knows about one app: typed fields for what every backend may know,
     ``metadata`` for what only this backend does (job_dir, namespace, ...)."""
@@ -88,7 +89,7 @@ class DescribeAppResponse:
         return self.status.is_terminal
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class ListAppResponse:
     """One row of ``list``."""
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from trainlaunch.values import frozen
 
-@dataclasses.dataclass(frozen=True)
+
+@frozen
 class Capabilities:
     """What a backend offers beyond the required members (each backend module declares one)."""
 

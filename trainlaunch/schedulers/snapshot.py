@@ -26,7 +26,6 @@ working directory, arguments and ``PYTHONPATH`` so that they point into the copy
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import stat
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from trainlaunch.errors import StoreError, UsageError
+from trainlaunch.values import frozen
 
 SNAPSHOT_DIR = "snapshot"  # inside the app's / job's directory
 SNAPSHOT_META = ".trainlaunch-snapshot.json"  # inside the snapshot: what it is a copy of
@@ -64,7 +64,7 @@ SKIP_DIRS = frozenset(
 GIT_TIMEOUT_S = 30.0
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class SnapshotPlan:
     """What a snapshot will hold: files relative to source, and where they came from."""
 

@@ -10,12 +10,12 @@ that never enqueued it are the ones to look at, with where their stacks are::
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainlaunch.stacks.values import ERROR, EXITED, RankStack, rank_list
+from trainlaunch.values import frozen
 
 DTYPE_BYTES = {
     "Bool": 1, "Byte": 1, "Char": 1, "Short": 2, "Int": 4, "Long": 8, "Half": 2, "Float": 4,
@@ -25,7 +25,7 @@ DTYPE_BYTES = {
 }  # fmt: skip
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Collective:
     """One collective as a rank's recorder saw it."""
 
@@ -41,7 +41,7 @@ class Collective:
         return f"{self.op} #{self.seq} ({pg_label}{size})"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class GroupState:
     """One rank in one process group: what it enqueued, completed and waits in."""
 
@@ -72,7 +72,7 @@ def rank_states(dump: Mapping[str, Any]) -> dict[str, GroupState]:
     return out
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Report:
     """The collective view of a hang: one line per process group something waits in."""
 

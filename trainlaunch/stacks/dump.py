@@ -19,6 +19,7 @@ from typing import Any
 
 from trainlaunch.node import processes
 from trainlaunch.stacks.values import ERROR, EXITED, RankStack, parse_pyspy_json
+from trainlaunch.values import frozen
 
 PYSPY_TIMEOUT_S = 30.0  # one dump pauses the rank for milliseconds; a slow machine needs more
 PTRACE_HINT = (
@@ -28,7 +29,7 @@ PTRACE_HINT = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Target:
     """One rank to dump: where it runs and, if it already ended, how."""
 

@@ -9,7 +9,6 @@ global rank, pid and exit code, and each rank writes ``<attempt_dir>/<local_rank
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,12 @@ from trainlaunch.diagnosis.values import duration
 from trainlaunch.node import processes
 from trainlaunch.node.exits import shell_code
 from trainlaunch.stacks.values import rank_list
+from trainlaunch.values import frozen
 
 NO_PROGRESS = "no output or metrics from any rank"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RankProgress:
     """One rank, as the records describe it now."""
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from trainlaunch.ranklist import parse_rank_list, rank_list
+from trainlaunch.values import frozen
 
 # where a frame counts as library code (the headline names the innermost frame outside it)
 _LIBRARY_MARKS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ")
@@ -22,7 +23,7 @@ _LIBRARY_MARKS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen
 RUNNING, EXITED, ERROR = "running", "exited", "error"
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Frame:
     """One Python (or native) frame: function name, file and line."""
 
@@ -45,7 +46,7 @@ class Frame:
         return f"{self.name} ({self.filename}:{self.line})" if self.line else self.name
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class ThreadStack:
     """The frames of one thread, innermost first."""
 
@@ -59,7 +60,7 @@ class ThreadStack:
         return (self.name, tuple((f.name, f.filename, f.line) for f in self.frames))
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RankStack:
     """Where one rank is: its threads, or why there is no stack (exited, error)."""
 
@@ -145,7 +146,7 @@ class RankStack:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class StackGroup:
     """Ranks whose stacks are identical, shown once."""
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from trainlaunch import store
 from trainlaunch.errors import StoreError
+from trainlaunch.values import frozen
 
 if TYPE_CHECKING:  # imported where a hang is handled: every `run` imports this module (for
     # ON_HANG, through the backends) and handles none
@@ -101,7 +102,7 @@ def _no_report() -> collectives.Report:
     return collectives.Report((), ())
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Hang:
     """One hang the watchdog detected, and what it did about it."""
 

@@ -17,7 +17,6 @@ parameter no argument uses is a UsageError with a did-you-mean hint.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import re
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from trainlaunch.errors import UsageError
 from trainlaunch.handles import SWEEP_ID_RE, SWEEP_PREFIX, check_sweep_id  # the handle grammar
+from trainlaunch.values import frozen
 
 if TYPE_CHECKING:  # annotations only: random is imported where a random search draws
     import random
@@ -39,7 +39,7 @@ _RANGE_RE = re.compile(r"([^:,]+):([^:,]+)(?::([A-Za-z]+))?\Z")
 MAX_POINTS = 10_000  # a typo in a grid is refused; a queued point costs a file (docs/sweeps.md)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Param:
     """One swept parameter: a list of values (grid) or a numeric range (random)."""
 
@@ -55,7 +55,7 @@ class Param:
         return bool(self.scale)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class SweepPoint:
     """One app of the sweep: its parameter values and its seed."""
 

@@ -9,7 +9,6 @@ so this package never imports the runner (which imports it). See docs/sweeps.md.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -28,6 +27,7 @@ from trainlaunch.sweeps.record import (
     sweep_handle,
     write_sweep,
 )
+from trainlaunch.values import frozen
 
 
 class Submitter(Protocol):
@@ -72,7 +72,7 @@ class Submitter(Protocol):
         ...
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class SweepPlan:
     """A sweep ready to submit: one dry-run per point."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -12,9 +11,10 @@ from trainlaunch.schedulers.api import DescribeAppResponse
 from trainlaunch.specs import AppState, AppStatus
 from trainlaunch.sweeps import grammar
 from trainlaunch.sweeps.record import recorded_handle
+from trainlaunch.values import frozen
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class PointDescription:
     """One point of a sweep: its values, its app's handle and what its backend knows of it."""
 
@@ -57,7 +57,7 @@ class PointDescription:
         }
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class SweepDescription:
     """A sweep: its handle as recorded, what it runs, and every point in order."""
 

@@ -12,9 +12,10 @@ unread in input buffers (256 MiB). A request past a limit closes its connection 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import struct
+
+from trainlaunch.values import frozen
 
 MAGIC = 0x3C85F7CE  # c10d::detail::validationMagicNumber
 (
@@ -52,7 +53,7 @@ U32, U64, I64 = struct.Struct("<I"), struct.Struct("<Q"), struct.Struct("<q")
 _STOLL = re.compile(rb"[ \t\n\v\f\r]*([+-]?)0*([0-9]+)")
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Limits:
     """What torch leaves unbounded, in bytes (a test may pass smaller ones)."""
 

@@ -9,10 +9,11 @@ log axis, values <= 0 are left out and counted in a note under the chart.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from xml.sax.saxutils import escape, quoteattr
+
+from trainlaunch.values import frozen
 
 # Tableau 10: distinguishable, also for the colour-blind (the legend names every line too)
 PALETTE = (
@@ -24,7 +25,7 @@ LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 40  # the plot area's margins
 LEGEND_ROWS = 8  # more lines than this: the legend says how many more
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Line:
     """One line of a line chart: its label and (x, y) points (y may be any JSON value)."""
 
@@ -32,7 +33,7 @@ class Line:
     points: Sequence[Sequence[object]]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Dot:
     """One point of a scatter: x a number or a category (text), y a value, what it is."""
 
@@ -41,7 +42,7 @@ class Dot:
     label: str
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Axis:
     """Maps values to pixels between lo and hi (log: by their logarithm)."""
 

@@ -19,6 +19,7 @@ from trainlaunch.schedulers.kubernetes.image import (
 from trainlaunch.schedulers.kubernetes.labels import RESERVED_PREFIX
 from trainlaunch.schedulers.kubernetes.syntax import is_dns_subdomain, is_label_value
 from trainlaunch.specs import CfgVal, macros, runopts
+from trainlaunch.values import frozen
 
 OLDEST_VERSION = (1, 27)  # the oldest server trainlaunch can render for (schema-tested)
 NEWEST_VERSION = (1, 37)  # the newest server schema-tested
@@ -35,7 +36,7 @@ APIS = ("job", "jobset", "trainjob")
 DEFAULT_RUNTIME = "torch-distributed"  # the ClusterTrainingRuntime Kubeflow Trainer ships
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RenderOptions:
     """The runopts that shape the manifests (see ``kubernetes.run_opts`` for their help)."""
 

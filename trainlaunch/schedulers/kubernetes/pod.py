@@ -25,6 +25,7 @@ from trainlaunch.schedulers.kubernetes.labels import (
 from trainlaunch.schedulers.kubernetes.options import RenderOptions
 from trainlaunch.schedulers.kubernetes.secret import secret_ref
 from trainlaunch.specs import Role, macros
+from trainlaunch.values import frozen
 
 REPLICA_ID_REF = f"$({settings.REPLICA_ID})"
 # Stands for ${replica_id} between macro substitution and escaping (private-use characters).
@@ -42,7 +43,7 @@ def substituted(role: Role, name: str) -> Role:
     return values.apply(role)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class PodParts:
     """What differs between the pod templates of an app's roles, and between targets."""
 

@@ -10,20 +10,20 @@ of a placeholder that no API server would take.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 from trainlaunch.settings import SECRET_MASK
+from trainlaunch.values import frozen
 
 SUFFIX_LEN = 5  # the random characters that end an app's name
 STAND_IN = "x" * SUFFIX_LEN  # they read so in a dry run shown with placeholders
 _NOT_TEXT = frozenset({"binaryData"})  # base64 bytes: nothing to mask or substitute in them
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class KubernetesRequest:
     """What schedule submits, in order, and where to."""
 

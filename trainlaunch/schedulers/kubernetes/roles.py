@@ -9,7 +9,6 @@ first failure; a TrainJob's JobSet comes from the ClusterTrainingRuntime. Pure.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -50,11 +49,12 @@ from trainlaunch.schedulers.kubernetes.pod import (
 from trainlaunch.schedulers.kubernetes.secret import check_value, masked, secret_doc, secret_keys
 from trainlaunch.specs import RUN_RECORD_KEY as META_KEY
 from trainlaunch.specs import AppDef, RetryPolicy, Role
+from trainlaunch.values import frozen
 
 Doc = dict[str, Any]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RoleJob:
     """One role: the Role as submitted, its label, and the Job that runs its replicas."""
 
@@ -63,7 +63,7 @@ class RoleJob:
     job: Doc  # a batch/v1 Job, as the Job target creates it
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class RenderedRoles:
     """An app's roles and the objects its first object owns (agent ConfigMap, Secret)."""
 

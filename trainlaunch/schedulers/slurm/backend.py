@@ -9,7 +9,6 @@ that status and logs work from any directory. docs/slurm.md is the user's guide.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import os
 import subprocess
 import time
@@ -68,6 +67,7 @@ from trainlaunch.specs import (
     runopts,
 )
 from trainlaunch.stacks.values import RankStack
+from trainlaunch.values import frozen
 
 COMMAND_TIMEOUT_S = 60.0
 SACCT_TIMEOUT_S = 20.0  # a slow accounting database must not block status for long
@@ -88,7 +88,7 @@ def create_scheduler(session_name: str, **params: Any) -> SlurmScheduler:
     return SlurmScheduler(session_name, **params)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class SlurmBatchRequest:
     """What ``schedule`` submits: the script, and the job dir (``${app_id}`` = the job id)."""
 
@@ -97,7 +97,7 @@ class SlurmBatchRequest:
     snapshot: SnapshotPlan | None = None  # copied into <job dir>/snapshot before release
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class SlurmArrayRequest:
     """One job array for several apps: the script, and each app's own dry-run (element i)."""
 

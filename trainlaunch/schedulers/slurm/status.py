@@ -13,7 +13,6 @@ log directory, so per-replica state and exit codes need no accounting at all.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import signal
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 from trainlaunch.node.exits import signal_name
 from trainlaunch.schedulers.slurm.render import RESULT_FILE, STATUS_FILE, STREAM_FILES
 from trainlaunch.specs import AppDef, AppState, AppStatus, ReplicaStatus, RoleStatus
+from trainlaunch.values import frozen
 
 # Every job state of Slurm 22.05-24.11 (squeue/scontrol long names). Unknown -> UNKNOWN.
 STATE_MAP: dict[str, AppState] = {
@@ -73,7 +73,7 @@ def map_state(slurm_state: str) -> AppState:
     return STATE_MAP.get(word, AppState.UNKNOWN)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class JobInfo:
     """What Slurm says about one job (the leader component of a hetjob)."""
 

@@ -12,7 +12,6 @@ stop). Torch-free.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from trainlaunch.stacks import watchdog
 from trainlaunch.stacks.dump import Target
 from trainlaunch.stacks.progress import RankProgress, agent_ranks
 from trainlaunch.stacks.values import RankStack
+from trainlaunch.values import frozen
 
 
 def heartbeat_template(job_dir: str) -> str:
@@ -75,7 +75,7 @@ def _restart_count() -> int:
     return int(os.environ.get("SLURM_RESTART_COUNT") or 0)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class BatchJob:
     """One Slurm job, as its job dir shows it (a stacks.watchdog.WatchedApp)."""
 
