@@ -342,7 +342,7 @@ class macros:  # noqa: N801 (TorchX's spelling)
     replica_id = "${replica_id}"
     rank0_env = "${rank0_env}"
 
-    @dataclasses.dataclass(frozen=True)
+    @frozen
     class Values:
         """The values a scheduler substitutes for one replica."""
 

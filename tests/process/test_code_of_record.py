@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CLI
-from trainlaunch.schedulers.coderecord import TIMEOUT_S, code_record
+from trainlaunch.schedulers.coderecord import NOT_GIT, TIMEOUT_S, code_record
 
 
 def git(repo: Path, *args: str) -> str:
@@ -103,7 +103,29 @@ def test_a_slow_git_is_cut_off_at_the_bound(
     slow.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     t = time.monotonic()
+    (tmp_path / "elsewhere" / ".git").mkdir(parents=True)  # git is asked only where one is
     code = code_record(str(tmp_path / "elsewhere"))
     took = time.monotonic() - t
     assert code == {"git": None, "why": f"not recorded: git took longer than {TIMEOUT_S:g} s"}
     assert took < 10, took  # cut off, not waited out (the fake git sleeps 30 s)
+
+
+def test_outside_any_git_folder_no_git_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a `git` that leaves a mark: outside every .git it is never started; GIT_DIR asks it again
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mark = tmp_path / "git-ran"
+    fake = bin_dir / "git"
+    fake.write_text(f"#!/bin/sh\ntouch {mark}\necho 'fatal: not a git repository' >&2\nexit 128\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    plain = tmp_path / "plain" / "deep"
+    plain.mkdir(parents=True)
+    assert code_record(str(plain)) == {"git": None, "why": NOT_GIT}
+    assert not mark.exists()
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "some.git"))
+    assert code_record(str(tmp_path / "plain")) == {"git": None, "why": NOT_GIT}
+    assert mark.exists()
