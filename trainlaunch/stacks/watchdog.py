@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from trainlaunch import store
 from trainlaunch.errors import StoreError
+from trainlaunch.stacks import ON_HANG
 from trainlaunch.values import frozen
 
-if TYPE_CHECKING:  # imported where a hang is handled: every `run` imports this module (for
-    # ON_HANG, through the backends) and handles none
+if TYPE_CHECKING:  # imported where a hang is handled: the backends' queries import this
+    # module (hang_options, status_view) and handle none
     from trainlaunch.stacks import collectives, values
     from trainlaunch.stacks.dump import Target
     from trainlaunch.stacks.progress import RankProgress
 
 WATCHDOG_FILE = "watchdog.json"
-ON_HANG = ("none", "stop", "restart")
 NONE, STOP, RESTART = ON_HANG
 POLL_S = 1.0  # how often a watchdog process of its own looks (watch)
 
@@ -316,7 +316,6 @@ def _say(text: str) -> None:
 
 
 __all__ = [
-    "ON_HANG",
     "POLL_S",
     "WATCHDOG_FILE",
     "Hang",

@@ -33,8 +33,6 @@ from trainlaunch.schedulers.api import (
     check_params,
     hang_fields,
 )
-from trainlaunch.schedulers.local import hangs as local_hangs
-from trainlaunch.schedulers.local import index as app_index
 from trainlaunch.schedulers.local import queue as local_queue
 from trainlaunch.schedulers.local import slots as local_slots
 from trainlaunch.schedulers.local import state as local_state
@@ -54,7 +52,7 @@ from trainlaunch.specs import (
     macros,
     runopts,
 )
-from trainlaunch.stacks.watchdog import ON_HANG
+from trainlaunch.stacks import ON_HANG
 
 if TYPE_CHECKING:  # annotations only: stacks is imported where stacks are read
     from trainlaunch.stacks.values import RankStack
@@ -391,6 +389,8 @@ class LocalScheduler(Scheduler):
             status = local_state.derive_status(path, request)
         if request.get("slots") and status.state == AppState.PENDING:
             return self._submitted(app_id, path, request, status)  # nothing of it ran yet
+        from trainlaunch.schedulers.local import hangs as local_hangs  # queries only: not `run`
+
         status = local_hangs.with_stall(path, request, status)
         agents = [
             str(path / r["log_dir"]) for r in request.get("replicas") or [] if r.get("node_agent")
@@ -474,6 +474,8 @@ class LocalScheduler(Scheduler):
         base = store.existing_apps_dir(self.environ)
         if base is None:
             return rows  # no store yet: no apps (and a query creates nothing)
+        from trainlaunch.schedulers.local import index as app_index  # `list` only
+
         cached = app_index.load(base)
         fresh: dict[str, app_index.Entry] = {}
         for entry in os.scandir(base):
@@ -549,6 +551,8 @@ class LocalScheduler(Scheduler):
     def stacks(self, app_id: str, native: bool = False) -> builtins.list[RankStack]:
         """py-spy dumps of every rank, taken together (see local/hangs.py)."""
         path = self._dir(app_id)
+        from trainlaunch.schedulers.local import hangs as local_hangs
+
         return local_hangs.dump_app(path, read_request(path), native)
 
     def requeue(self, app_id: str) -> None:

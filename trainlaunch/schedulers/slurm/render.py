@@ -27,7 +27,8 @@ from trainlaunch.preflight import options as preflight_options
 from trainlaunch.schedulers.logfiles import STREAM_FILES
 from trainlaunch.schedulers.slurm.attempts import ATTEMPTS_FILE, end_lines, start_lines, wait_lines
 from trainlaunch.specs import AppDef, CfgVal, Role, macros, runopts
-from trainlaunch.stacks.watchdog import ON_HANG, WATCHDOG_FILE
+from trainlaunch.stacks import ON_HANG
+from trainlaunch.stacks.watchdog import WATCHDOG_FILE
 
 BACKEND = "slurm"
 BATCH_LOG = "batch.log"  # the batch script's own output, in the job dir
