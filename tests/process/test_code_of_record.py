@@ -92,18 +92,22 @@ def test_outside_git_and_without_git_it_says_so_and_the_app_runs(cli: CLI, tmp_p
     assert code["git"] is None and code["why"].startswith("not recorded: git: "), code
 
 
+def fake_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    """A `git` first on PATH that runs script (its whole text, #! line included)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(script)
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
 def test_a_slow_git_is_cut_off_at_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # a real `git` that hangs (a network file system, a huge cold repo): bounded, never waited
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    slow = bin_dir / "git"
-    slow.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")
-    slow.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    t = time.monotonic()
+    fake_git(tmp_path, monkeypatch, f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")
     (tmp_path / "elsewhere" / ".git").mkdir(parents=True)  # git is asked only where one is
+    t = time.monotonic()
     code = code_record(str(tmp_path / "elsewhere"))
     took = time.monotonic() - t
     assert code == {"git": None, "why": f"not recorded: git took longer than {TIMEOUT_S:g} s"}
@@ -114,13 +118,12 @@ def test_outside_any_git_folder_no_git_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # a `git` that leaves a mark: outside every .git it is never started; GIT_DIR asks it again
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     mark = tmp_path / "git-ran"
-    fake = bin_dir / "git"
-    fake.write_text(f"#!/bin/sh\ntouch {mark}\necho 'fatal: not a git repository' >&2\nexit 128\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    fake_git(
+        tmp_path,
+        monkeypatch,
+        f"#!/bin/sh\ntouch {mark}\necho 'fatal: not a git repository' >&2\nexit 128\n",
+    )
     monkeypatch.delenv("GIT_DIR", raising=False)
     plain = tmp_path / "plain" / "deep"
     plain.mkdir(parents=True)
