@@ -139,6 +139,15 @@ def test_what_it_does_not_take_is_refused_when_the_class_is_made() -> None:
 
             a: int = dataclasses.field(default=0, init=False)
 
+    with pytest.raises(TypeError, match="does not take field"):
+
+        @frozen
+        class Late:
+            """An InitVar (fields() leaves it out: it would be dropped without a word)."""
+
+            a: int
+            b: dataclasses.InitVar[int] = 0
+
     with pytest.raises(TypeError, match=r"writes Own.__init__"):
 
         @frozen

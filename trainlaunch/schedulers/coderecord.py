@@ -4,8 +4,9 @@ Recorded at submission in the app's run record (``rerun.META_KEY``: ``code``), o
 backend, with or without ``--snapshot``: ``{"git": {"root", "commit", "dirty",
 "diff_sha256"}}`` from the submission's directory, ``{"git": None, "why": "not in a git work
 tree"}`` outside one, ``{"git": None, "why": "not recorded: ..."}`` when git is missing, fails
-or is slow. Outside any folder with a ``.git`` no git runs at all; inside, two git commands run at once (``rev-parse``, ``diff HEAD``), bounded by
-:data:`TIMEOUT_S`: a submission never fails or waits long because of git. The diff covers
+or is slow. Outside any folder with a ``.git`` no git runs at all; inside, two git commands
+run at once (``rev-parse``, ``diff HEAD``), bounded by :data:`TIMEOUT_S`: a submission never
+fails or waits long because of git. The diff covers
 tracked files (staged and not: ``git diff HEAD``); untracked files are not part of it
 (``git status -uno``'s view). docs/preemption.md ("The code of record") has the measured cost.
 """

@@ -43,8 +43,9 @@ class _Plan:
 
     def __init__(self, cls: type) -> None:
         fields = dataclasses.fields(cls)
-        for f in fields:
-            if not f.init or f.kw_only or isinstance(f.type, dataclasses.InitVar):
+        for f in cls.__dataclass_fields__.values():  # type: ignore[attr-defined]
+            # fields() leaves InitVar out; its type is the InitVar or, postponed, its text
+            if not f.init or f.kw_only or "InitVar" in str(f.type):
                 raise TypeError(f"@frozen does not take field {cls.__name__}.{f.name}: {f!r}")
         self.name = cls.__qualname__
         self.params = tuple((f.name, f.default, f.default_factory) for f in fields)
