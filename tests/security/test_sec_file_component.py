@@ -37,6 +37,8 @@ LAZY_NAMES = [
     "bisect", "random",
     # string and heapq only where a metrics template or a merge needs them (issue 26)
     "heapq", "string",
+    # orjson where JSON is written, since `run` imports the hang and list modules where used
+    "orjson",
 ]  # fmt: skip
 SIBLINGS = ["evil", "__init__", "conftest", "setup", "sitecustomize", "usercustomize", *LAZY_NAMES]
 
