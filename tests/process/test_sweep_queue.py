@@ -47,16 +47,28 @@ def _record(cli: CLI, handle: str) -> dict[str, Any]:
 
 
 def _supervisors(cli: CLI) -> list[int]:
-    """Live supervisor processes of this store (their environment names it)."""
-    out = []
+    """Live supervisor processes of this store (their environment names it). A supervisor's
+    child between fork and exec (a replica being started) still shows its parent's command
+    line: it is not one (seen in CI: 3 where 2 ran)."""
+    cmdlines: dict[int, bytes] = {}
     for pid in processes_with_env("TRAINLAUNCH_HOME", str(cli.home)):
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            cmdlines[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"trainlaunch.schedulers.local.supervisor" in cmdline:
-            out.append(pid)
-    return out
+    return [
+        pid
+        for pid, cmdline in cmdlines.items()
+        if b"trainlaunch.schedulers.local.supervisor" in cmdline
+        and cmdlines.get(_parent(pid)) != cmdline
+    ]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _started(cli: CLI, handles: list[str]) -> list[int]:
