@@ -15,7 +15,6 @@ This module imports nothing heavy: the rank library and the CLI both import it.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
@@ -163,6 +162,8 @@ class RankSettings:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able view, as recorded in the app store."""
+        import dataclasses
+
         return dataclasses.asdict(self)
 
     @classmethod

@@ -173,3 +173,86 @@ def test_no_code_is_compiled_when_a_class_is_made(monkeypatch: pytest.MonkeyPatc
     assert compiled == []
     _body(dataclasses.dataclass(frozen=True))  # the spy sees the stdlib's
     assert compiled
+
+
+LAZY_CHECK = r'''
+import sys
+from typing import ClassVar
+
+from trainlaunch.values import frozen
+
+
+@frozen
+class Base:
+    """A base."""
+
+    x: int
+    y: str = "s"
+    kind: ClassVar[str] = "base"
+
+
+@frozen
+class Child(Base):
+    """A child."""
+
+    z: tuple = ()
+
+
+c = Child(1, z=(2,))
+made = (repr(c), c == Child(1, "s", (2,)), hash(c) == hash(Child(1, "s", (2,))), Child.__match_args__)
+try:
+    @frozen
+    class Bad:
+        """A mutable default."""
+
+        items: list = []
+except ValueError as e:
+    mutable = str(e)
+assert "dataclasses" not in sys.modules, "made and used without the stdlib"
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Twin:
+    """What the stdlib makes of Child's body."""
+
+    x: int
+    y: str = "s"
+    kind: ClassVar[str] = "base"
+    z: tuple = ()
+
+
+t = Twin(1, z=(2,))
+assert made == ("Child(x=1, y='s', z=(2,))", True, True, ("x", "y", "z")), made
+assert [(f.name, f.default) for f in dataclasses.fields(c)] == [
+    (f.name, f.default) for f in dataclasses.fields(t)
+]
+assert dataclasses.asdict(c) == dataclasses.asdict(t)
+assert dataclasses.replace(c, x=5) == Child(5, z=(2,))
+assert dataclasses.is_dataclass(Child) and dataclasses.is_dataclass(c)
+assert Child.kind == "base" and "kind" not in [f.name for f in dataclasses.fields(Child)]
+try:
+    c.x = 2
+except dataclasses.FrozenInstanceError:
+    pass
+else:
+    raise AssertionError("assigned")
+assert mutable == (
+    "mutable default <class 'list'> for field items is not allowed: use default_factory"
+), mutable
+print("ok")
+'''
+
+
+def test_made_without_importing_dataclasses_and_the_same_once_it_is() -> None:
+    """Where no module imported dataclasses yet, @frozen reads the body itself (the
+    supervisor's and the node agent's start skip ~10 ms of imports); the stdlib's records
+    appear, the same, when first asked for."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", LAZY_CHECK], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

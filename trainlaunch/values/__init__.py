@@ -11,14 +11,24 @@ precompiled methods among all classes, driven by each class's fields.
 
 What it does not take: ``order``, ``kw_only``, ``slots``, ``InitVar`` and ``init=False``
 fields (use ``dataclasses.dataclass`` where a class needs them).
+
+Nor does it import :mod:`dataclasses` (with ``inspect``, ~10 ms of every interpreter start)
+where no module did yet: a class body without ``dataclasses.field`` is read here, and the
+dataclass records (``__dataclass_fields__``, ``__dataclass_params__``) are made by the
+stdlib the first time anything asks for them. The supervisor and the node agent start the
+app's processes without it (bench/results/2026-12-07-launch).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from dataclasses import field as _dataclass_field
+else:
+    _dataclass_field = None  # dataclass_transform's, read by type checkers only
 
 _T = TypeVar("_T")
 _F = TypeVar("_F")
@@ -33,7 +43,16 @@ else:  # Python 3.10 at run time: only type checkers read the marker
         return lambda f: f
 
 
-_MISSING = dataclasses.MISSING
+class _Missing:
+    """No default (``dataclasses.MISSING`` once that module is there)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+_MISSING: Any = _Missing()
+_RECORDS = ("__dataclass_fields__", "__dataclass_params__")
+_FIELDS_OF = "__value_fields__"  # name -> (default, factory) of every field, inherited first
 
 
 class _Plan:
@@ -41,23 +60,84 @@ class _Plan:
 
     __slots__ = ("name", "params", "required", "by_name", "shown", "compared", "hashed")
 
-    def __init__(self, cls: type) -> None:
-        fields = dataclasses.fields(cls)
-        for f in cls.__dataclass_fields__.values():  # type: ignore[attr-defined]
-            # fields() leaves InitVar out; its type is the InitVar or, postponed, its text
-            if not f.init or f.kw_only or "InitVar" in str(f.type):
-                raise TypeError(f"@frozen does not take field {cls.__name__}.{f.name}: {f!r}")
+    def __init__(self, cls: type, fields: list[tuple[str, Any, Any, bool, bool, bool | None]]):
+        # fields: (name, default, factory, repr, compare, hash), in __init__'s order
         self.name = cls.__qualname__
-        self.params = tuple((f.name, f.default, f.default_factory) for f in fields)
-        self.required = frozenset(f.name for f in fields if _required(f))
-        self.by_name = {f.name: i for i, f in enumerate(fields)}
-        self.shown = tuple(f.name for f in fields if f.repr)
-        self.compared = tuple(f.name for f in fields if f.compare)
-        self.hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
+        self.params = tuple((n, d, f) for n, d, f, *_ in fields)
+        self.required = frozenset(n for n, d, f, *_ in fields if d is _MISSING and f is _MISSING)
+        self.by_name = {f[0]: i for i, f in enumerate(fields)}
+        self.shown = tuple(f[0] for f in fields if f[3])
+        self.compared = tuple(f[0] for f in fields if f[4])
+        self.hashed = tuple(f[0] for f in fields if (f[4] if f[5] is None else f[5]))
 
 
-def _required(f: dataclasses.Field[Any]) -> bool:
-    return f.default is _MISSING and f.default_factory is _MISSING
+def _stdlib_fields(cls: type) -> list[tuple[str, Any, Any, bool, bool, bool | None]]:
+    """The fields of a class the stdlib has made a dataclass (dataclasses is imported)."""
+    import dataclasses
+
+    for f in cls.__dataclass_fields__.values():  # type: ignore[attr-defined]
+        # fields() leaves InitVar out; its type is the InitVar or, postponed, its text
+        if not f.init or f.kw_only is True or "InitVar" in str(f.type):
+            raise TypeError(f"@frozen does not take field {cls.__name__}.{f.name}: {f!r}")
+
+    def plain(v: Any) -> Any:
+        return _MISSING if v is dataclasses.MISSING else v
+
+    return [
+        (f.name, plain(f.default), plain(f.default_factory), f.repr, f.compare, f.hash)
+        for f in dataclasses.fields(cls)
+    ]
+
+
+def _is_classvar(annotation: Any) -> bool:
+    if isinstance(annotation, str):  # postponed (from __future__ import annotations)
+        return annotation.replace(" ", "").startswith(("ClassVar", "typing.ClassVar"))
+    typing = sys.modules["typing"]
+    return annotation is typing.ClassVar or typing.get_origin(annotation) is typing.ClassVar
+
+
+def _read_fields(cls: type) -> list[tuple[str, Any, Any, bool, bool, bool | None]] | None:
+    """The fields of a plain class body (no ``dataclasses.field``, no stdlib dataclass base),
+    as the stdlib would find them; None where only the stdlib can tell."""
+    found: dict[str, Any] = {}
+    for base in reversed(cls.__mro__[1:]):
+        if _FIELDS_OF in base.__dict__:
+            found.update(base.__dict__[_FIELDS_OF])
+        elif "__dataclass_fields__" in base.__dict__:
+            return None
+    for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+        text = annotation if isinstance(annotation, str) else repr(annotation)
+        if "InitVar" in text or "KW_ONLY" in text:
+            raise TypeError(f"@frozen does not take field {cls.__name__}.{name}: {text}")
+        if _is_classvar(annotation):
+            continue
+        default = cls.__dict__.get(name, _MISSING)
+        if type(default).__module__ == "dataclasses":  # a dataclasses.field(...)
+            return None
+        if default is not _MISSING and type(default).__hash__ is None:
+            raise ValueError(  # the stdlib's words
+                f"mutable default {type(default)} for field {name} is not allowed: "
+                "use default_factory"
+            )
+        found[name] = default
+    return [(n, d, _MISSING, True, True, None) for n, d in found.items()]
+
+
+class _Record:
+    """``__dataclass_fields__``/``__dataclass_params__`` of a class read by :func:`frozen`:
+    the first time either is asked for, the stdlib makes both (as it would have at once)."""
+
+    def __init__(self, name: str, home: type) -> None:
+        self.name = name
+        self.home = home
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        import dataclasses
+
+        for name in _RECORDS:
+            delattr(self.home, name)
+        dataclasses.dataclass(init=False, repr=False, eq=False)(self.home)
+        return getattr(self.home, self.name)
 
 
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -111,10 +191,14 @@ def _hash(self: Any) -> int:
 
 
 def _setattr(self: Any, name: str, _value: Any) -> None:
+    import dataclasses
+
     raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
 
 
 def _delattr(self: Any, name: str) -> None:
+    import dataclasses
+
     raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
 
@@ -128,15 +212,24 @@ _METHODS: dict[str, Callable[..., Any]] = {
 }
 
 
-@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
+@dataclass_transform(frozen_default=True, field_specifiers=(_dataclass_field,))
 def frozen(cls: type[_T]) -> type[_T]:
     """Make cls a frozen dataclass (fields, defaults, factories, ``__post_init__``)."""
-    # the dataclass machinery without the methods it would compile: fields, __match_args__
     for name in _METHODS:
         if name in cls.__dict__:
             raise TypeError(f"@frozen writes {cls.__name__}.{name}; define it without @frozen")
-    cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
-    cls.__value_plan__ = _Plan(cls)  # type: ignore[attr-defined]
+    fields = None if "dataclasses" in sys.modules else _read_fields(cls)
+    if fields is None:  # the dataclass machinery without the methods it would compile
+        import dataclasses
+
+        cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
+        fields = _stdlib_fields(cls)
+    else:  # read here; the stdlib makes its records when first asked (_Record)
+        for name in _RECORDS:
+            setattr(cls, name, _Record(name, cls))
+        setattr(cls, "__match_args__", tuple(f[0] for f in fields))  # noqa: B010 (mypy)
+        setattr(cls, _FIELDS_OF, {n: d for n, d, *_ in fields})
+    cls.__value_plan__ = _Plan(cls, fields)  # type: ignore[attr-defined]
     for name, method in _METHODS.items():
         setattr(cls, name, method)
     return cls
