@@ -21,6 +21,13 @@ def main() -> None:
         from trainlaunch.cli.boundary import main as boundary_main
 
         boundary_main()  # exits (SystemExit); it reports every KeyboardInterrupt inside it
+    except SystemExit as e:  # the command has ended and said so: no teardown to wait for
+        interrupts.finish()
+        if e.code is not None and not isinstance(e.code, int):
+            raise
+        from trainlaunch.node.processes import exit_at_once
+
+        exit_at_once(e.code or 0)
     except KeyboardInterrupt:  # before the boundary was in place: nothing to clean up
         interrupts.finish()
         try:  # noqa: SIM105 - contextlib is one more import before the handlers

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import wait_until
 from trainlaunch.node import processes
 
@@ -94,3 +96,36 @@ def test_a_second_signal_cuts_the_grace_period_short() -> None:
         kill_wait=600,
     )
     assert left == [] and proc.returncode == -signal.SIGKILL
+
+
+EXIT_CHECK = r"""
+import atexit, sys, threading
+from trainlaunch.node.processes import exit_at_once
+mode = sys.argv[1]
+sys.stdout.write("buffered, not yet flushed")  # no newline: still in the buffer
+if mode == "atexit":
+    atexit.register(lambda: sys.stdout.write(" and the callback ran"))
+if mode == "thread":
+    def late():  # ends once the main thread has (the normal exit's shutdown), never before
+        threading.main_thread().join()
+        sys.stdout.write(" and the thread finished")
+        sys.stdout.flush()
+    threading.Thread(target=late).start()
+exit_at_once(3)
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "out"),
+    [
+        ("plain", "buffered, not yet flushed"),
+        ("atexit", "buffered, not yet flushed and the callback ran"),
+        ("thread", "buffered, not yet flushed and the thread finished"),
+    ],
+)
+def test_exit_at_once_flushes_and_runs_what_is_left_to_run(mode: str, out: str) -> None:
+    """The output is never lost; a registered callback or a live thread gets the normal exit."""
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_CHECK, mode], capture_output=True, text=True, check=False
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, out, "")

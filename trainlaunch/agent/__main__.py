@@ -3,5 +3,6 @@
 import sys
 
 from trainlaunch.agent.main import main
+from trainlaunch.node.processes import exit_at_once
 
-sys.exit(main())
+exit_at_once(main(sys.argv[1:]))
