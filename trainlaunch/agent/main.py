@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.write(2, f"{attempt.note}\n".encode())
     if attempt.exit_code is not None:
         return attempt.exit_code
-    os.environ.update(attempt.env)  # inherited by every worker (and by torchrun)
+    os.environ.update(attempt.env or {})  # inherited by every worker (and by torchrun)
     try:
         args = flags.parse(argv, os.environ)
         engine, reason = choose_engine(args)

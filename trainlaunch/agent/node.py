@@ -9,7 +9,6 @@ they happen.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import os
 import selectors
@@ -22,19 +21,20 @@ from typing import TYPE_CHECKING, Any
 from trainlaunch import settings
 from trainlaunch.agent import flags, logs
 from trainlaunch.agent.failures import Failure, error_record, root_cause, summary
-from trainlaunch.agent.joins import Joins
 from trainlaunch.agent.plan import NodePlan, worker_env
 from trainlaunch.agent.recorder import Recorders
 from trainlaunch.agent.state import AgentRecord, agent_file, write_atomic
 from trainlaunch.agent.tcpstore import TCPStoreServer, only_this_host
 
 if TYPE_CHECKING:
+    from trainlaunch.agent.joins import Joins
     from trainlaunch.agent.terminal import Terminal
 from trainlaunch.agent.workers import Spawner, Worker, WorkerStartError
 from trainlaunch.node.exits import signal_name
 from trainlaunch.node.interleave import COMBINED_FILE, Combined, open_log
 from trainlaunch.node.processes import interrupt_term_wait, stop_with_grace
 from trainlaunch.node.witness import Witness
+from trainlaunch.values import frozen
 
 _WAKE = "wake"
 EXIT_BARRIER_S = 300.0  # torchrun's exit_barrier_timeout: how long the store waits for others
@@ -54,12 +54,12 @@ def catches(pid: int, sig: int) -> bool:
     return True
 
 
-@dataclasses.dataclass
+@frozen
 class Outcome:
     """How an attempt ended: all succeeded, some failed, or the agent got a signal."""
 
     kind: str  # "ok" | "failed" | "signal"
-    failures: list[Failure] = dataclasses.field(default_factory=list)
+    failures: tuple[Failure, ...] = ()
     signum: int = 0
 
 
@@ -226,7 +226,7 @@ class NodeAgent:
                 f"cannot host the c10d store on port {self.plan.master_port}: {e.strerror or e}",
                 1,
             )
-            return Outcome("failed", [self._start_failure(0, "", why)])
+            return Outcome("failed", (self._start_failure(0, "", why),))
         adir = logs.make_attempt_dir(self.run_dir, self.attempt, self.plan.nproc)
         filtered = self._filtered_files(adir)
         self.witness.attempt_started()
@@ -244,7 +244,7 @@ class NodeAgent:
                 w = self.spawner.start(lr, self.plan.rank(lr), self.plan.command, env, ptys)
             except WorkerStartError as e:
                 self._stop(signal.SIGKILL)
-                return Outcome("failed", [self._start_failure(lr, adir, e)])
+                return Outcome("failed", (self._start_failure(lr, adir, e),))
             self.workers.append(w)
             self._watch_worker(w, adir, filtered)
         self.record.update(
@@ -256,6 +256,8 @@ class NodeAgent:
             workers=self._worker_rows(),
         )
         if self.plan.nnodes > 1:
+            from trainlaunch.agent.joins import Joins
+
             self.joins = Joins(
                 self.plan.node_rank, self.plan.nnodes, self.plan.master_addr, port, self.sel,
                 self._note, self._waiting, self.store,
@@ -276,7 +278,7 @@ class NodeAgent:
             failed = [w for w in self.workers if w.exit_code not in (None, 0)]
             if failed:
                 failed.sort(key=lambda w: self.order[w.local_rank])
-                return Outcome("failed", [self._failure(w) for w in failed])
+                return Outcome("failed", tuple(self._failure(w) for w in failed))
             if all(w.exit_code == 0 for w in self.workers):
                 return Outcome("ok")
             timeout = WARNING_POLL_S if any(self.undelivered.values()) else None

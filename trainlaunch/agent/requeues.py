@@ -11,7 +11,6 @@ that code instead of 75. Elsewhere (local, Slurm) the variables are absent: noth
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
 from trainlaunch import settings
@@ -22,7 +21,7 @@ from trainlaunch.values import frozen
 class PodAttempt:
     """What the counts say: variables for the ranks, a line for the log, and whether to stop."""
 
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    env: Mapping[str, str] | None = None  # None: none to add
     note: str = ""  # one line for the pod log ('' = nothing to say)
     exit_code: int | None = None  # set: end the pod at once with this code
 

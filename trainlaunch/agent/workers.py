@@ -7,7 +7,6 @@ rank outlives an agent that was SIGKILLed.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -42,19 +41,29 @@ def _die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
-@dataclasses.dataclass
 class Worker:
     """One running (or finished) worker process."""
 
-    local_rank: int
-    rank: int
-    proc: subprocess.Popen[bytes]
-    started: float
-    exit_code: int | None = None  # Popen's convention: -N when killed by signal N
-    ended: float | None = None
-    peak_rss: int | None = None  # bytes: its largest resident set (wait4), once reaped
-    ptys: dict[int, int] = dataclasses.field(default_factory=dict)  # stream -> pty master
-    _ticks: int | None = None
+    def __init__(
+        self,
+        local_rank: int,
+        rank: int,
+        proc: subprocess.Popen[bytes],
+        started: float,
+        ptys: dict[int, int] | None = None,
+    ) -> None:
+        self.local_rank = local_rank
+        self.rank = rank
+        self.proc = proc
+        self.started = started
+        self.exit_code: int | None = None  # Popen's convention: -N when killed by signal N
+        self.ended: float | None = None
+        self.peak_rss: int | None = None  # bytes: its largest resident set (wait4), once reaped
+        self.ptys: dict[int, int] = ptys or {}  # stream -> pty master
+        self._ticks: int | None = None
+
+    def __repr__(self) -> str:
+        return f"Worker(local_rank={self.local_rank}, rank={self.rank}, pid={self.proc.pid})"
 
     def output_fd(self, std: int) -> int:
         """Where the agent reads one of its streams (1: stdout, 2: stderr): a pipe or a pty."""

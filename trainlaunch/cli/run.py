@@ -137,23 +137,26 @@ def command(
       trainlaunch run --wait dist.ddp --nproc-per-node 2 train.py --lr 0.1
     """
     from trainlaunch.config import load_config
-    from trainlaunch.errors import UsageError
-    from trainlaunch.resolver import HelpRequested
     from trainlaunch.runner import CfgRequest, get_runner
-    from trainlaunch.settings import RankSettings
 
     config = load_config()
     sched = scheduler or config.default_scheduler()
-    cli_settings = {
-        "seed": seed,
-        "export_strategy": export_strategy,
-        "export_rank": export_rank,
-        "export_sample_rate": export_sample_rate,
-        "metrics_path": metrics_path,
-    }
-    rank_settings = RankSettings(**config.run_settings(cli_settings))
     runner = get_runner(component_defaults={component: config.component_defaults(component)})
     with runner:
+        if not dryrun:  # the local backend starts the app's supervisor meanwhile (launch.py)
+            runner.warm_up(sched)
+        from trainlaunch.errors import UsageError
+        from trainlaunch.resolver import HelpRequested
+        from trainlaunch.settings import RankSettings
+
+        cli_settings = {
+            "seed": seed,
+            "export_strategy": export_strategy,
+            "export_rank": export_rank,
+            "export_sample_rate": export_sample_rate,
+            "metrics_path": metrics_path,
+        }
+        rank_settings = RankSettings(**config.run_settings(cli_settings))
         request = CfgRequest(
             texts=cfgs,
             snapshot=snapshot,
@@ -224,8 +227,6 @@ def _run_and_wait(
 ) -> None:
     """Submit, print the handle, wait; an interrupt at any point after submission stops the app."""
     from trainlaunch.cli.boundary import Interrupted, interrupts_held
-    from trainlaunch.cli.logs import AUTO, stream_all  # before the app exists: an interrupt
-    from trainlaunch.cli.waiting import finish, wait_for  # during an import is no bug of ours
     from trainlaunch.node.interrupts import by_ctrl_c
 
     handle = None
@@ -235,6 +236,11 @@ def _run_and_wait(
         if not as_json:
             output.emit(handle)
             sys_stdout_flush()
+        # imported while the app starts, not before it (~8 ms); a signal during an import is
+        # held until it is done (node/interrupts.py) and then stops the app as anywhere here
+        from trainlaunch.cli.logs import AUTO, stream_all
+        from trainlaunch.cli.waiting import finish, wait_for
+
         if log:
             mode = AUTO if merge is None else "exact" if merge else "off"
             stream_all(runner, handle, follow=True, merge=mode)

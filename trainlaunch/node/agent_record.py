@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+from trainlaunch.node import processes
 
 AGENT_FILE = "agent.json"
 # after a failed preflight: the scheduler names of the nodes it blamed, one a line (Slurm
@@ -29,6 +32,19 @@ def read_agent_state(replica_log_dir: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def worker_groups(app_dir: Path, live: bool) -> list[int]:
+    """Process groups of a local app's node-agent workers (each leads its own), as its agents
+    recorded them (agent.json); live: only those still running."""
+    groups: list[int] = []
+    for agent in app_dir.glob(f"logs/*/*/{AGENT_FILE}"):
+        rec = read_agent_state(str(agent.parent)) or {}
+        for w in rec.get("workers", []):
+            pid = w.get("pid") if isinstance(w, Mapping) else None
+            if pid and (not live or processes.same_process_alive(pid, w.get("ticks"))):
+                groups.append(int(w.get("pgid") or pid))
+    return groups
 
 
 def waiting_record(replica_log_dirs: Iterable[str]) -> dict[str, Any] | None:

@@ -13,12 +13,12 @@ import os
 import signal
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainlaunch.diagnosis.rules import RankEnd, explain, ports_named
-from trainlaunch.diagnosis.traceback import START as TRACEBACK
-from trainlaunch.diagnosis.values import Diagnosis
 from trainlaunch.node import evidence
+
+if TYPE_CHECKING:
+    from trainlaunch.diagnosis.values import Diagnosis
 
 
 class Witness:
@@ -45,6 +45,8 @@ class Witness:
         nnodes: int | None = None,
     ) -> Diagnosis:
         """The one-line explanation of a rank's end (exit_code: Popen's, -N for signal N)."""
+        from trainlaunch.diagnosis.rules import RankEnd, explain, ports_named  # on a failure only
+
         sig = -exit_code if exit_code < 0 else 0
         oom = None
         if self.cgroup is not None and self.oom_base is not None:
@@ -95,6 +97,9 @@ def stopped_node_failure(agent: Mapping[str, Any] | None) -> Diagnosis | None:
     the process): the first such rank, from its stderr file."""
     if not agent or not agent.get("attempt_dir"):
         return None
+    from trainlaunch.diagnosis.rules import RankEnd, explain
+    from trainlaunch.diagnosis.traceback import START as TRACEBACK
+
     for w in agent.get("workers") or []:
         code = w.get("exit_code") if isinstance(w, Mapping) else None
         if not isinstance(code, int) or code == 0:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trainlaunch import schedulers, settings
-from trainlaunch.errors import SchedulerUnavailable, UsageError
+from trainlaunch.errors import SchedulerUnavailable, TrainlaunchError, UsageError
 from trainlaunch.handles import DEFAULT_SESSION, Handle, make_app_handle
 from trainlaunch.runner.cfg import CfgRequest, build_cfg
 from trainlaunch.runner.plans import with_rank_plans
@@ -60,6 +61,13 @@ class Runner(HandleQueries):
         for s in self._schedulers.values():
             s.close()
         self._schedulers.clear()
+
+    def warm_up(self, scheduler: str) -> None:
+        """An app is about to be submitted to scheduler: let it start what the submission will
+        need while the caller still builds the app (Scheduler.warm_up). Never raises: a
+        scheduler that cannot be had is reported by the submission itself."""
+        with contextlib.suppress(TrainlaunchError):
+            self._scheduler(scheduler).warm_up()
 
     def _scheduler(self, name: str) -> Scheduler:
         if name in self._schedulers:

@@ -227,6 +227,11 @@ class Scheduler(abc.ABC):
         """Every rank's stack right now (py-spy dumps taken together); see docs/hangs.md."""
         raise unsupported(self.backend, "stacks", "`stack`")
 
+    def warm_up(self) -> None:  # noqa: B027 (optional hook, deliberately not abstract)
+        """An app is about to be submitted: start now what its submission will need (the
+        local backend: its supervisor's interpreter); close() lets go of what was not used.
+        Nothing by default."""
+
     def close(self) -> None:  # noqa: B027 (optional hook, deliberately not abstract)
         """Release resources (nothing by default)."""
 

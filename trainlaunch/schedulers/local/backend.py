@@ -36,7 +36,12 @@ from trainlaunch.schedulers.api import (
 from trainlaunch.schedulers.local import queue as local_queue
 from trainlaunch.schedulers.local import slots as local_slots
 from trainlaunch.schedulers.local import state as local_state
-from trainlaunch.schedulers.local.launch import record_supervisor, start_supervisor
+from trainlaunch.schedulers.local.launch import (
+    WarmSupervisor,
+    record_supervisor,
+    start_supervisor,
+    warm_supervisor,
+)
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files, time_span
 from trainlaunch.specs import (
     PROGRAM,
@@ -78,8 +83,6 @@ def create_scheduler(session_name: str, **params: Any) -> LocalScheduler:
 
 def check_program(role: Role, cwd: str) -> None:
     """The program a role declares (specs.PROGRAM) must exist here: fail now, not in a replica."""
-    import shutil  # submission only: status/list/logs skip it
-
     program = role.metadata.get(PROGRAM) or {}
     if "path" in program:
         path = Path(cwd, os.path.expanduser(str(program["path"])))  # an absolute path stays
@@ -89,11 +92,14 @@ def check_program(role: Role, cwd: str) -> None:
                 hint="a relative path is relative to the replicas' working directory: the "
                 "current one, or --cfg cwd=DIR",
             )
-    elif "command" in program and shutil.which(str(program["command"])) is None:
-        raise UsageError(
-            f"no command {program['command']!r} on PATH to run in role {role.name!r}",
-            hint="give its path (./prog), or install it",
-        )
+    elif "command" in program:
+        import shutil  # (~2 ms) for which(): submission only, and only a command needs it
+
+        if shutil.which(str(program["command"])) is None:
+            raise UsageError(
+                f"no command {program['command']!r} on PATH to run in role {role.name!r}",
+                hint="give its path (./prog), or install it",
+            )
 
 
 class LocalScheduler(Scheduler):
@@ -109,6 +115,19 @@ class LocalScheduler(Scheduler):
         self._snap_plans: dict[tuple[str, str], tuple[float, Any]] = {}
         self._apps: Path | None = None  # the store's apps directory, once it exists
         self._last_request: tuple[str, dict[str, Any]] = ("", {})
+        self._warm: WarmSupervisor | None = None  # warm_up's, until schedule() uses it
+
+    def warm_up(self) -> None:
+        """Start the next app's supervisor now (launch.py: its start overlaps the caller's
+        dryrun); schedule() hands it the app, close() stops it if none came."""
+        if self._warm is None:
+            self._warm = warm_supervisor()
+
+    def close(self) -> None:
+        """Stop a warm supervisor no app was given to (warm_up)."""
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            warm.discard()
 
     def run_opts(self) -> runopts:
         """Options of the local backend."""
@@ -357,8 +376,9 @@ class LocalScheduler(Scheduler):
         if spec:  # queued: it starts now if a slot is free (the oldest in line first)
             local_queue.kick(spec)
             return app_id
+        warm, self._warm = self._warm, None
         try:
-            proc = start_supervisor(path, request["cwd"])
+            proc = start_supervisor(path, request["cwd"], warm=warm)
         except BaseException:
             store.remove_app_dir(path)
             raise

@@ -21,6 +21,7 @@ from trainlaunch import store
 from trainlaunch.diagnosis.values import Diagnosis
 from trainlaunch.errors import SchedulerError, StoreError, UsageError
 from trainlaunch.node import appgroup, processes
+from trainlaunch.node.agent_record import worker_groups
 from trainlaunch.schedulers.local import queue
 from trainlaunch.specs import AppState, AppStatus, Attempt, ReplicaStatus, RoleStatus
 
@@ -461,19 +462,6 @@ def app_process_groups(path: Path, state: Mapping[str, Any] | None) -> list[int]
         if r.get("pid") and processes.same_process_alive(r["pid"], r.get("ticks")):
             groups.append(int(r.get("pgid") or r["pid"]))
     return groups + worker_groups(path, live=True)
-
-
-def worker_groups(path: Path, live: bool) -> list[int]:
-    """Process groups of the app's node-agent workers (each leads its own), as its agents
-    recorded them (agent.json); live: only those still running."""
-    groups: list[int] = []
-    for agent in path.glob("logs/*/*/agent.json"):
-        rec = store.read_json_or_none(agent) or {}
-        for w in rec.get("workers", []):
-            pid = w.get("pid") if isinstance(w, Mapping) else None
-            if pid and (not live or processes.same_process_alive(pid, w.get("ticks"))):
-                groups.append(int(w.get("pgid") or pid))
-    return groups
 
 
 def kill_replicas(path: Path, state: Mapping[str, Any] | None, grace: float) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import math
 import os
@@ -30,14 +31,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainlaunch import settings, store
-from trainlaunch.diagnosis import values as diagnoses
-from trainlaunch.diagnosis.app import NodeOutcome, explain_app
 from trainlaunch.errors import StoreError
 from trainlaunch.node import appgroup, processes
-from trainlaunch.node.agent_record import read_agent_state
+from trainlaunch.node.agent_record import worker_groups
 from trainlaunch.node.exits import shell_code, signal_name
 from trainlaunch.node.interleave import (
     COMBINED_FILE,
@@ -48,11 +47,13 @@ from trainlaunch.node.interleave import (
     write_all,
 )
 from trainlaunch.node.processes import keep_files_private, killpg
-from trainlaunch.node.witness import Witness, stopped_node_failure
-from trainlaunch.ranklist import rank_list
+from trainlaunch.node.witness import Witness
 from trainlaunch.schedulers.local import queue, slots
-from trainlaunch.schedulers.local.launch import SLOT_FD
-from trainlaunch.schedulers.local.watchdog import watchdog
+from trainlaunch.schedulers.local.launch import APP_FROM_FD, SLOT_FD, await_app
+
+if TYPE_CHECKING:  # imported where used (a failure, the first hang check), after the replicas start
+    from trainlaunch.diagnosis import values as diagnoses
+    from trainlaunch.stacks.watchdog import Watchdog
 
 STDERR_TAIL_LINES = 20
 STORE_FULL = "the app store filled up (no space left on device)"
@@ -173,7 +174,7 @@ class Supervisor:
         self.stop_requested = False
         self.stop_signal = signal.SIGTERM  # SIGINT: an interrupt (Ctrl-C), see terminate
         self.slot_fd: int | None = None  # the slot lock of its group, held until it ends
-        self.watchdog = watchdog(self)  # hang detection (hang_timeout/on_hang options)
+        self.waiter = os.getppid()  # `run --wait`, or whoever started it (_wake_waiter)
         self.witness = Witness()  # the evidence of a failure: OOM kills, limits, ports
         self.failure: diagnoses.Diagnosis | None = None  # why the app failed or was stopped
         self.stopping: set[int] = set()  # pids this supervisor is stopping (not failures)
@@ -193,6 +194,13 @@ class Supervisor:
             # a no-op handler (not SIG_IGN, which children would inherit): the wakeup pipe
             # carries the signal number to the main loop
             signal.signal(sig, lambda *_: None)
+
+    @functools.cached_property
+    def watchdog(self) -> Watchdog:
+        """Hang detection (hang_timeout/on_hang options), made at its first look."""
+        from trainlaunch.schedulers.local.watchdog import watchdog
+
+        return watchdog(self)
 
     # -- records -----------------------------------------------------------------------------
 
@@ -222,6 +230,7 @@ class Supervisor:
             self.saved_lost = lost
         if final:
             store.release_reserve(self.app_dir)
+            _wake_waiter(self.waiter)
 
     def lost_total(self) -> int:
         """Output bytes a full disk cost the logs so far (every replica, every file)."""
@@ -492,9 +501,6 @@ class Supervisor:
     def stop_strays(self) -> None:
         """Stop what the app left running outside its process groups (a `setsid` daemon):
         the members of its cgroup, else the processes that carry its TRAINLAUNCH_APP_ID."""
-        # here, not at the top: state imports specs (~6 ms), which no replica waits for
-        from trainlaunch.schedulers.local.state import worker_groups
-
         pids, how = appgroup.stray(self.request["app_id"], self.cgroup)
         groups = [r.pid for r in self.replicas if r.pid] + worker_groups(self.app_dir, False)
         left = appgroup.left_groups(pids, groups)  # the rest were dying with their group
@@ -525,8 +531,10 @@ class Supervisor:
         except (StoreError, OSError):
             reply = None  # a torn or odd reply file must not hide the failure itself
         if isinstance(reply, dict):
+            from trainlaunch.diagnosis.values import Diagnosis  # on a failure only
+
             self.structured_error_msg = self.structured_error_msg or json.dumps(reply)
-            rep.failure = diagnoses.Diagnosis.from_dict(reply.get("diagnosis"))
+            rep.failure = Diagnosis.from_dict(reply.get("diagnosis"))
             msg = reply.get("message")
             detail, headline = "", ""
             if isinstance(msg, dict):
@@ -553,10 +561,15 @@ class Supervisor:
         """Its failure, or a rank's of a node agent this supervisor stopped (fallout)."""
         if rep.failure is not None or not rep.plan.get("node_agent"):
             return rep.failure
+        from trainlaunch.node.agent_record import read_agent_state
+        from trainlaunch.node.witness import stopped_node_failure
+
         return stopped_node_failure(read_agent_state(str(rep.log_dir)))
 
     def app_failure(self, first: Replica) -> diagnoses.Diagnosis | None:
         """The app's diagnosis from every replica's, the first to fail leading."""
+        from trainlaunch.diagnosis.app import NodeOutcome, explain_app
+
         order = [
             first,
             *sorted((r for r in self.replicas if r is not first), key=lambda r: r.ended or 0),
@@ -606,7 +619,9 @@ class Supervisor:
             if self.stop_requested:
                 self.terminate(self.replicas, "CANCELLED", self.stop_signal)
                 self.state, self.msg = "CANCELLED", "stopped on request"
-                self.failure = diagnoses.Diagnosis(diagnoses.STOPPED, self.stopped_how())
+                from trainlaunch.diagnosis.values import STOPPED, Diagnosis
+
+                self.failure = Diagnosis(STOPPED, self.stopped_how())
                 if self.stop_signal == signal.SIGINT:
                     self.msg = "interrupted (Ctrl-C)"
                 break
@@ -714,6 +729,17 @@ def _disk_full(path: Path) -> bool:
         return False
 
 
+def _wake_waiter(pid: int) -> None:
+    """SIGCHLD to the process that started this one while it still is its parent: `run --wait`
+    naps until a child of it exits (runner/polling.py), so the final record is seen now, not
+    after the cgroup is removed and this process has exited (~15 ms later). To any other
+    starter (a supervisor handing on its slot, a `status` that kicked a queue) a SIGCHLD
+    only means a look at its children."""
+    if pid > 1 and os.getppid() == pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGCHLD)
+
+
 def _note(text: str) -> None:
     """A line in supervisor.log (best effort: that file may be on the full disk too)."""
     with contextlib.suppress(OSError):
@@ -733,6 +759,8 @@ def _headline(key: str, how: str, reply: dict[str, Any], message: str) -> str:
     line = f"{key}{where} {how}" + (f": {message}" if said else "")
     stopped = reply.get("stopped")
     if isinstance(stopped, list) and stopped and all(isinstance(r, int) for r in stopped):
+        from trainlaunch.ranklist import rank_list
+
         who = ("rank " if len(stopped) == 1 else "ranks ") + rank_list(stopped)
         line += f"; {who} stopped because of it"
     return line
@@ -759,7 +787,13 @@ def _remove(path: Path) -> None:
 
 def main(argv: list[str]) -> int:
     """Entry point: supervise the app whose directory is argv[1] (``--slot-fd N``: the
-    inherited, locked slot of its group, handed on to the next queued app at the end)."""
+    inherited, locked slot of its group, handed on to the next queued app at the end;
+    ``--app-from-fd N`` instead of the directory: a warm supervisor, launch.py)."""
+    if len(argv) == 3 and argv[1] == APP_FROM_FD and argv[2].isdigit():
+        path = await_app(int(argv[2]))
+        if not path:
+            return 0  # the CLI had no app for it
+        argv = [argv[0], path]
     if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != SLOT_FD):
         print(
             f"usage: python -m trainlaunch.schedulers.local.supervisor APP_DIR [{SLOT_FD} N]",
@@ -807,7 +841,7 @@ def _hand_on(spec: Any, slot_fd: int | None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    processes.exit_at_once(main(sys.argv))
 
 
 __all__ = ["Supervisor", "main"]
