@@ -9,6 +9,7 @@ beyond the environment mapping it is given; never imports torch.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import signal
 from collections.abc import Mapping, Sequence
@@ -371,8 +372,10 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, hint=f"{self.prog} --help lists every flag")
 
 
+@functools.lru_cache(maxsize=4)
 def parser(prog: str = "python -m trainlaunch.agent") -> argparse.ArgumentParser:
-    """The agent's parser: every torchrun 2.13 flag in both spellings, then the script."""
+    """The agent's parser: every torchrun 2.13 flag in both spellings, then the script (made
+    once per prog: a dry-run parses twice, and each flag costs argparse a formatter)."""
     p = _Parser(
         prog=prog,
         description="trainlaunch's torch-free node agent (torchrun-compatible flags).",
