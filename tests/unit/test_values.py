@@ -256,3 +256,27 @@ def test_made_without_importing_dataclasses_and_the_same_once_it_is() -> None:
         [sys.executable, "-c", LAZY_CHECK], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_plain_body_is_read_without_the_stdlib_and_answers_the_same() -> None:
+    """No dataclasses.field in the body: @frozen reads it itself even where dataclasses is
+    imported (this module imports it); the records appear, the same, when asked for."""
+
+    def plain(decorate: Callable[[type], type]) -> type:
+        class Size:
+            """A size."""
+
+            w: int
+            h: int = 1
+            unit: str = "px"
+
+        return decorate(Size)
+
+    ours, theirs = plain(frozen), plain(dataclasses.dataclass(frozen=True))
+    assert not isinstance(vars(ours)["__dataclass_fields__"], dict)  # not made yet
+    a, b = ours(2, unit="em"), theirs(2, unit="em")
+    assert (repr(a), hash(a) == hash(ours(2, 1, "em"))) == (repr(b), True)
+    assert dataclasses.asdict(a) == dataclasses.asdict(b)
+    assert [f.name for f in dataclasses.fields(ours)] == ["w", "h", "unit"]
+    assert dataclasses.replace(a, h=3) == ours(2, 3, "em")
+    assert ours.__match_args__ == theirs.__match_args__

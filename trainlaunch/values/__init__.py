@@ -12,11 +12,12 @@ precompiled methods among all classes, driven by each class's fields.
 What it does not take: ``order``, ``kw_only``, ``slots``, ``InitVar`` and ``init=False``
 fields (use ``dataclasses.dataclass`` where a class needs them).
 
-Nor does it import :mod:`dataclasses` (with ``inspect``, ~10 ms of every interpreter start)
-where no module did yet: a class body without ``dataclasses.field`` is read here, and the
-dataclass records (``__dataclass_fields__``, ``__dataclass_params__``) are made by the
-stdlib the first time anything asks for them. The supervisor and the node agent start the
-app's processes without it (bench/results/2026-12-07-launch).
+Nor does it import :mod:`dataclasses` (with ``inspect``, ~10 ms of an interpreter's start)
+or run its class processing (~0.1 ms a class) for a class body without ``dataclasses.field``
+and without a stdlib dataclass base: such a body is read here, and the dataclass records
+(``__dataclass_fields__``, ``__dataclass_params__``) are made by the stdlib the first time
+anything asks for them. The supervisor and the node agent start the app's processes without
+dataclasses (bench/results/2026-12-07-launch).
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ def frozen(cls: type[_T]) -> type[_T]:
     for name in _METHODS:
         if name in cls.__dict__:
             raise TypeError(f"@frozen writes {cls.__name__}.{name}; define it without @frozen")
-    fields = None if "dataclasses" in sys.modules else _read_fields(cls)
+    fields = _read_fields(cls)
     if fields is None:  # the dataclass machinery without the methods it would compile
         import dataclasses
 
