@@ -6,7 +6,9 @@ to find those, one used wherever the machine allows it, the other otherwise:
 * **cgroup** (cgroup v2, where this user may create one: root, or a delegated subtree): the
   supervisor makes ``trainlaunch-<app id>`` under its own cgroup and moves itself into it
   before it starts a replica, so that everything the app starts is a member, whatever it
-  does to its session, process group or environment. Its path is in ``state.json``.
+  does to its session, process group or environment. Its path is in ``state.json``. (The
+  warm supervisor of a `run` makes ``trainlaunch-supervisor-<pid>-<start ticks>`` while it
+  waits for its app: schedulers/local/launch.py.)
 * **environment**: a live process of this user whose environment carries the app's
   ``TRAINLAUNCH_APP_ID`` (every replica inherits it; one that clears its environment and
   leaves its group is not found: docs/reliability.md).
@@ -57,14 +59,27 @@ def _own_cgroup(mount: str) -> str | None:
     return None
 
 
-def enter(app_id: str) -> str | None:
-    """Make the app's cgroup and move this process (the supervisor) into it; its path, or
-    None where this user may not (no cgroup v2, no delegation): the environment is used."""
+def _path(name: str) -> str | None:
+    """Where this process's cgroup ``PREFIX + name`` goes: under its own (None: no cgroup v2)."""
     mount = _cgroup2_mount()
     if mount is None:
         return None
-    own = _own_cgroup(mount) or mount
-    path = os.path.join(own, PREFIX + app_id)
+    return os.path.join(_own_cgroup(mount) or mount, PREFIX + name)
+
+
+def supervisor_name(pid: int) -> str:
+    """The cgroup name (after PREFIX) of a warm supervisor, made before its app exists
+    (schedulers/local/launch.py): its pid and start time, never another process's."""
+    return f"supervisor-{pid}-{processes.start_ticks(pid)}"
+
+
+def enter(app_id: str) -> str | None:
+    """Make the app's cgroup (app_id: its name after PREFIX) and move this process (the
+    supervisor) into it; its path, or None where this user may not (no cgroup v2, no
+    delegation): the environment is used."""
+    path = _path(app_id)
+    if path is None:
+        return None
     try:
         os.mkdir(path)
     except FileExistsError:
@@ -96,6 +111,12 @@ def remove(path: str | None) -> None:
     if path and _ours(path):
         with contextlib.suppress(OSError):
             os.rmdir(path)
+
+
+def remove_named(name: str) -> None:
+    """Remove this process's cgroup ``PREFIX + name`` if it is there and empty (a warm
+    supervisor's that was stopped: its starter clears up after it)."""
+    remove(_path(name))
 
 
 def stray(app_id: str, cgroup: str | None, keep: Iterable[int] = ()) -> tuple[list[int], str]:

@@ -40,6 +40,7 @@ from trainlaunch.schedulers.local.launch import (
     WarmSupervisor,
     record_supervisor,
     start_supervisor,
+    take_prefetched,
     warm_supervisor,
 )
 from trainlaunch.schedulers.logfiles import follow_lines, read_lines, replica_files, time_span
@@ -121,7 +122,7 @@ class LocalScheduler(Scheduler):
         """Start the next app's supervisor now (launch.py: its start overlaps the caller's
         dryrun); schedule() hands it the app, close() stops it if none came."""
         if self._warm is None:
-            self._warm = warm_supervisor()
+            self._warm = take_prefetched() or warm_supervisor()
 
     def close(self) -> None:
         """Stop a warm supervisor no app was given to (warm_up)."""

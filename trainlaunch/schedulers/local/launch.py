@@ -15,15 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainlaunch import store
-from trainlaunch.errors import SchedulerError, StoreError
-from trainlaunch.node import processes
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the rest is imported where used: `prefetch` runs before the CLI's imports
     import subprocess
+    from pathlib import Path
 
 
 SLOT_FD = "--slot-fd"  # the supervisor's argument naming the inherited fd of its slot lock
@@ -54,13 +50,17 @@ class WarmSupervisor:
         return True
 
     def discard(self, closed: bool = False) -> None:
-        """Stop and reap it (it was given no app)."""
+        """Stop and reap it (it was given no app), and remove the cgroup it made to wait in."""
+        from trainlaunch.node import appgroup
+
         if not closed:
             with contextlib.suppress(OSError):
                 os.close(self.pipe)
+        cgroup = appgroup.supervisor_name(self.proc.pid)  # while its start time can be read
         with contextlib.suppress(OSError):
             self.proc.kill()
         self.proc.wait()
+        appgroup.remove_named(cgroup)
 
 
 def warm_supervisor() -> WarmSupervisor | None:
@@ -87,6 +87,30 @@ def warm_supervisor() -> WarmSupervisor | None:
     return WarmSupervisor(proc, write)
 
 
+_prefetched: list[WarmSupervisor] = []  # prefetch()'s, until the local backend takes it
+
+
+def prefetch() -> None:
+    """Start the warm supervisor of this process's coming `run` now (trainlaunch/__main__.py
+    calls it before the CLI imports click: ~40 ms earlier than Runner.warm_up can); the local
+    backend's warm_up takes it (take_prefetched), and what none took is stopped at the
+    process's end (drop_prefetched)."""
+    if not _prefetched and (warm := warm_supervisor()) is not None:
+        _prefetched.append(warm)
+
+
+def take_prefetched() -> WarmSupervisor | None:
+    """The prefetched warm supervisor, if any (once)."""
+    return _prefetched.pop() if _prefetched else None
+
+
+def drop_prefetched() -> None:
+    """Stop and reap the prefetched supervisor if nothing took it."""
+    warm = take_prefetched()
+    if warm is not None:
+        warm.discard()
+
+
 def start_supervisor(
     path: Path, cwd: str, slot_fd: int | None = None, warm: WarmSupervisor | None = None
 ) -> subprocess.Popen[bytes]:
@@ -95,6 +119,8 @@ def start_supervisor(
     a supervisor already started (warm_supervisor, never with slot_fd), handed the app
     instead if it still runs."""
     import subprocess  # submission only: status/list/logs skip it
+
+    from trainlaunch.errors import SchedulerError, StoreError
 
     try:
         fd = _open_log(str(path))
@@ -147,6 +173,9 @@ def _open_log(app_dir: str) -> int:
 
 def record_supervisor(path: Path, proc: subprocess.Popen[bytes]) -> None:
     """Write supervisor.json (who owns the app) and let the process go (never waited for)."""
+    from trainlaunch import store
+    from trainlaunch.node import processes
+
     store.write_json(
         path / "supervisor.json",
         {
@@ -163,6 +192,9 @@ __all__ = [
     "SLOT_FD",
     "WarmSupervisor",
     "await_app",
+    "drop_prefetched",
+    "prefetch",
+    "take_prefetched",
     "record_supervisor",
     "start_supervisor",
     "warm_supervisor",

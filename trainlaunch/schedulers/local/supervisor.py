@@ -607,7 +607,8 @@ class Supervisor:
             self.save(final=True)
             return 0
         self.state = "RUNNING"  # replicas are being started: each says PENDING until it runs
-        self.cgroup = appgroup.enter(self.request["app_id"])  # before any replica: all in it
+        if self.cgroup is None:  # before any replica: all in it
+            self.cgroup = appgroup.enter(self.request["app_id"])
         self.begin_attempt()
         self.save()
         for rep in self.replicas:
@@ -789,9 +790,18 @@ def main(argv: list[str]) -> int:
     """Entry point: supervise the app whose directory is argv[1] (``--slot-fd N``: the
     inherited, locked slot of its group, handed on to the next queued app at the end;
     ``--app-from-fd N`` instead of the directory: a warm supervisor, launch.py)."""
+    cgroup = None
     if len(argv) == 3 and argv[1] == APP_FROM_FD and argv[2].isdigit():
-        path = await_app(int(argv[2]))
+        # while the CLI builds the app: the cgroup its replicas will start in (a cgroup move
+        # waits for the kernel, ~10 ms), named before the app exists
+        cgroup = appgroup.enter(appgroup.supervisor_name(os.getpid()))
+        try:
+            path = await_app(int(argv[2]))
+        except BaseException:
+            appgroup.leave(cgroup)
+            raise
         if not path:
+            appgroup.leave(cgroup)
             return 0  # the CLI had no app for it
         argv = [argv[0], path]
     if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != SLOT_FD):
@@ -807,9 +817,11 @@ def main(argv: list[str]) -> int:
     try:
         sup = Supervisor(Path(argv[1]))
     except BaseException:
+        appgroup.leave(cgroup)
         _hand_on(None, slot_fd)
         raise
     sup.slot_fd = slot_fd
+    sup.cgroup = cgroup  # a warm supervisor's, else run() makes the app's
     try:
         return sup.run()
     except BaseException as e:  # record the crash instead of leaving a stale RUNNING
