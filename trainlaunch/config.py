@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainlaunch import settings
 from trainlaunch.errors import UsageError
+from trainlaunch.options import current_dir
 from trainlaunch.schedulers import ALIASES as SCHEDULER_ALIASES
 from trainlaunch.schedulers import DEFAULT_SCHEDULER
 from trainlaunch.values import frozen
@@ -182,7 +183,7 @@ class Config:
 def load_config(cwd: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Find, read and validate the project and user files."""
     env = dict(os.environ if environ is None else environ)
-    start = Path(cwd or os.getcwd())
+    start = Path(cwd or current_dir())
     project = _project_file(start, env)
     user_path = user_config_path(env)
     user = None

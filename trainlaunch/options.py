@@ -267,6 +267,18 @@ def in_range(low: int, high: int) -> Callable[[Any], str | None]:
     return lambda v: None if low <= v <= high else f"must be in {low}-{high}"
 
 
+def current_dir() -> str:
+    """os.getcwd(), or a UsageError where the shell's directory was removed (or renamed)
+    after it entered it: what a relative path, the project file and an app's cwd start from."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise UsageError(
+            "the current directory no longer exists (removed since this shell entered it)",
+            hint="cd to a directory that exists (or give the app one: --cfg cwd=DIR)",
+        ) from None
+
+
 def existing_dir(value: Any) -> str | None:
     """A check: the path must be an existing directory here."""
     return None if os.path.isdir(os.path.expanduser(str(value))) else "no such directory"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -269,3 +271,22 @@ def test_logs_since_until_use_the_replica_timeline(cli: CLI) -> None:
     assert until.stdout.splitlines() == ["early"]
     bad = cli("logs", "--since", "yesterday-ish", handle)
     assert bad.returncode == 2 and "invalid time" in bad.stderr
+
+
+def test_run_from_a_removed_directory_is_a_usage_error(cli: CLI, tmp_path: Path) -> None:
+    """The shell's directory was removed after it entered it: one line, exit 2, no app, no
+    process left (was: "internal error: FileNotFoundError", exit 70)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m trainlaunch "$@"'
+    proc = subprocess.run(
+        ["/bin/sh", "-c", script, "sh", "run", "utils.echo", "--msg", "x"],
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: the current directory no longer exists"), proc.stderr
+    assert "--cfg cwd=DIR" in proc.stderr
+    assert processes_with_env("TRAINLAUNCH_HOME", str(cli.home)) == []

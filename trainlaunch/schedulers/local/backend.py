@@ -22,7 +22,7 @@ from trainlaunch.errors import AppNotFound, SchedulerError, StoreError, UsageErr
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.node.agent_record import preflight_record, waiting_record
 from trainlaunch.node.processes import reserve_port
-from trainlaunch.options import NO_WATCHDOG, above, at_least, existing_dir
+from trainlaunch.options import NO_WATCHDOG, above, at_least, current_dir, existing_dir
 from trainlaunch.preflight import options as preflight_options
 from trainlaunch.schedulers.api import (
     Capabilities,
@@ -211,7 +211,7 @@ class LocalScheduler(Scheduler):
         from trainlaunch.schedulers import snapshot  # submission only: status/list/logs skip it
 
         app_id = store.new_app_id(app.name)
-        cwd = os.path.abspath(str(cfg.get("cwd") or os.getcwd()))
+        cwd = os.path.abspath(str(cfg.get("cwd") or current_dir()))
         snap = self._snapshot_plan(cfg.get("snapshot"), cwd)
         snap_dir = str(store.store_root(self.environ) / "apps" / app_id / snapshot.SNAPSHOT_DIR)
         strategy = (app.metadata.get("trainlaunch") or {}).get("export_strategy")

@@ -29,6 +29,7 @@ from trainlaunch.errors import (
 from trainlaunch.handles import check_app_id, make_app_handle
 from trainlaunch.node.agent_record import preflight_record, waiting_record
 from trainlaunch.node.processes import current_umask
+from trainlaunch.options import current_dir
 from trainlaunch.schedulers import snapshot
 from trainlaunch.schedulers.api import (
     Capabilities,
@@ -206,7 +207,7 @@ class SlurmScheduler(Scheduler):
         resolved = self.run_opts().resolve(cfg, BACKEND)
         job_dir = self._job_dir_template(resolved)
         exclude = [self._home(), Path(job_dir.split(macros.app_id)[0])]
-        snap = snapshot.from_option(resolved.get("snapshot"), os.getcwd(), exclude)
+        snap = snapshot.from_option(resolved.get("snapshot"), current_dir(), exclude)
         workdir, note = self._workdir(snap, job_dir)
         if snap is not None:
             dest = f"{job_dir}/{snapshot.SNAPSHOT_DIR}"
@@ -336,7 +337,7 @@ class SlurmScheduler(Scheduler):
             # Slurm's job name (the name check in _slurm_info): an array has one for all
             "name": (array or {}).get("name") or (info.app.name if info.app else ""),
             "job_dir": str(job_dir),
-            "cwd": os.getcwd(),
+            "cwd": current_dir(),
             "app": info.app.to_dict() if info.app else None,
             "cfg": dict(info.cfg),
             "snapshot": snap,
