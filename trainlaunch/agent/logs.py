@@ -12,14 +12,16 @@ from __future__ import annotations
 import collections
 import errno
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
+from string import Template
 from typing import Protocol
 
 from trainlaunch.node.interleave import Combined, read_available, write_all
 
 OUT, ERR = 1, 2  # torchrun's Std bits
 TAIL_LINES = 20  # stderr lines kept per rank for the root cause
-_NAME_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"  # tempfile's
 _MAX_PENDING = 1 << 16  # a "line" longer than this goes out in pieces
 
 
@@ -27,26 +29,9 @@ def make_run_dir(base: str | None, run_id: str) -> str:
     """``<base>/<run_id>_<rand>`` (base: --log-dir, the replica's dir, or a temp dir)."""
     if base == os.devnull:
         return os.devnull
-    if not base:
-        import tempfile  # the temp directory's rules (TMPDIR, ...), where no folder was given
-
-        base = tempfile.mkdtemp(prefix="torchelastic_")
+    base = base or tempfile.mkdtemp(prefix="torchelastic_")
     os.makedirs(base, exist_ok=True)
-    return _new_dir(base, f"{run_id}_")
-
-
-def _new_dir(parent: str, prefix: str) -> str:
-    """``tempfile.mkdtemp(prefix=prefix, dir=parent)`` (a new private folder, 8 random
-    characters) without importing tempfile, shutil and random on the way to the first rank."""
-    for _ in range(100):
-        suffix = "".join(_NAME_CHARS[b % len(_NAME_CHARS)] for b in os.urandom(8))
-        path = os.path.join(parent, prefix + suffix)
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        return os.path.abspath(path)
-    raise FileExistsError(f"no free name for a folder {prefix}* in {parent}")
+    return tempfile.mkdtemp(prefix=f"{run_id}_", dir=base)
 
 
 def make_attempt_dir(run_dir: str, attempt: int, nproc: int) -> str:
@@ -54,10 +39,7 @@ def make_attempt_dir(run_dir: str, attempt: int, nproc: int) -> str:
     if run_dir == os.devnull:
         return os.devnull
     path = os.path.join(run_dir, f"attempt_{attempt}")
-    if os.path.lexists(path):  # a restart's: the first attempt's is new
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(path, ignore_errors=True)
     for lr in range(nproc):
         os.makedirs(os.path.join(path, str(lr)))
     return path
@@ -93,8 +75,6 @@ def console_modes(
 def line_prefix(template: str | None, role: str, rank: int, local_rank: int) -> bytes:
     """``[<role><local_rank>]:`` or TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE filled in."""
     if template:
-        from string import Template
-
         text = Template(template).safe_substitute(role_name=role, rank=rank, local_rank=local_rank)
     else:
         text = f"[{role}{local_rank}]:"

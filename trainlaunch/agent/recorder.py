@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 
 from trainlaunch import settings
@@ -57,16 +59,12 @@ class Recorders:
     def close(self) -> None:
         """Remove the directory (the workers have ended)."""
         if self.dir:
-            import shutil
-
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = ""
 
 
 def _private_dir() -> str:
     """A fresh 0700 directory short enough for socket paths (TMPDIR, else /tmp)."""
-    import tempfile  # only with the Flight Recorder on
-
     path = tempfile.mkdtemp(prefix="trainlaunch-fr-")
     if len(path) + 16 > MAX_SOCKET_PATH:
         with contextlib.suppress(OSError):
