@@ -790,6 +790,9 @@ def main(argv: list[str]) -> int:
     """Entry point: supervise the app whose directory is argv[1] (``--slot-fd N``: the
     inherited, locked slot of its group, handed on to the next queued app at the end;
     ``--app-from-fd N`` instead of the directory: a warm supervisor, launch.py)."""
+    # everything the supervisor creates in the store is private; replicas get the user's umask
+    global USER_UMASK
+    USER_UMASK = keep_files_private()
     cgroup = None
     if len(argv) == 3 and argv[1] == APP_FROM_FD and argv[2].isdigit():
         # while the CLI builds the app: the cgroup its replicas will start in (a cgroup move
@@ -810,9 +813,6 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    # everything the supervisor creates in the store is private; replicas get the user's umask
-    global USER_UMASK
-    USER_UMASK = keep_files_private()
     slot_fd = int(argv[3]) if len(argv) == 4 else None
     try:
         sup = Supervisor(Path(argv[1]))
